@@ -1,0 +1,43 @@
+"""One error hierarchy for `curate`.
+
+Every message names the thing (file, record id, recipe key path), the rule that failed,
+the offending value and what to do about it. The CLI prints `CurateError`s without a
+traceback and exits with status 2; anything else is a bug in `curate`.
+"""
+
+
+class CurateError(Exception):
+    """Base class: a problem the user can fix (bad recipe, bad input, failed check)."""
+
+
+class RecipeError(CurateError):
+    """The recipe is malformed: wrong type, unknown key or step, out-of-range value."""
+
+
+class InputError(CurateError):
+    """An input named by the recipe cannot be read at all (missing, not a file, no permission)."""
+
+
+class RecordError(CurateError):
+    """A single record is unusable; steps raise it and the runtime applies `on_error`."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class ConservationError(CurateError):
+    """A step's counts do not add up: in != out + dropped + quarantined."""
+
+
+class StepFailed(CurateError):
+    """A step raised on a record while its `on_error` policy is `raise`."""
+
+
+class VerifyError(CurateError):
+    """A manifest does not match the files on disk or the ledger."""
+
+
+class GuardError(CurateError):
+    """A safety guard stopped the run (e.g. a step removed more than allowed)."""

@@ -1,0 +1,100 @@
+"""Write ledger tables as Parquet plus one `ledger.duckdb`, and query them.
+
+Each table is `<out>/ledger/<table>.parquet` (sorted rows, fixed schema, so the same run
+writes the same bytes) and the same data as a table in `ledger.duckdb`, plus views:
+- `funnel`: per source, records read, kept and tokens,
+- `drop_reasons`: drops and quarantines by source, step and reason in one list.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from curation.errors import CurateError
+from curation.runtime.files import atomic_write_parquet
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),
+                       ("vocabulary_sha256", pa.string()), ("curate_version", pa.string()),
+                       ("stages", pa.string())]),
+    "sources": pa.schema([("run", pa.string()), ("source", pa.string()), ("source_fingerprint", pa.string()),
+                          ("modality", pa.string()), ("category", pa.string()), ("license", pa.string()),
+                          ("weight", pa.float64()), ("included", pa.bool_()), ("input_files", pa.int64()),
+                          ("input_bytes", pa.int64())]),
+    "inputs": pa.schema([("run", pa.string()), ("source", pa.string()), ("shard", pa.string()),
+                         ("path", pa.string()), ("bytes", pa.int64()), ("sha256", pa.string())]),
+    "steps": pa.schema([("run", pa.string()), ("source", pa.string()), ("position", pa.int32()),
+                        ("step", pa.string()), ("records_in", pa.int64()), ("records_out", pa.int64()),
+                        ("dropped", pa.int64()), ("quarantined", pa.int64()), ("seconds", pa.float64())]),
+    "drops": pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.string()),
+                        ("reason", pa.string()), ("records", pa.int64())]),
+    "quarantine": pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.string()),
+                             ("reason", pa.string()), ("records", pa.int64())]),
+    "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("documents", pa.int64()),
+                         ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
+                         ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
+}
+
+VIEWS = {
+    "funnel": """
+        SELECT s.source, r.records_in AS records_read, t.documents AS documents_kept,
+               round(100.0 * t.documents / nullif(r.records_in, 0), 2) AS kept_pct, t.total_tokens
+        FROM sources s JOIN steps r ON r.source = s.source AND r.position = 0
+        JOIN tokens t ON t.source = s.source ORDER BY s.source""",
+    "drop_reasons": """
+        SELECT source, step, reason, records, 'dropped' AS kind FROM drops
+        UNION ALL SELECT source, step, reason, records, 'quarantined' FROM quarantine
+        ORDER BY source, records DESC, step, reason""",
+}
+
+
+def write_ledger(rows: dict[str, list[dict]], ledger_dir: Path) -> Path:
+    import duckdb
+
+    ledger_dir.mkdir(parents=True, exist_ok=True)
+    for name, schema in SCHEMAS.items():
+        data = rows.get(name, [])
+        table = pa.Table.from_pylist(data, schema=schema)
+        atomic_write_parquet(ledger_dir / f"{name}.parquet", table)
+    db = ledger_dir / "ledger.duckdb"
+    tmp = db.with_name("ledger.duckdb.tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        for name in SCHEMAS:
+            path = str(ledger_dir / f"{name}.parquet").replace("'", "''")
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{path}')")
+        for name, sql in VIEWS.items():
+            con.execute(f"CREATE VIEW {name} AS {sql}")
+    finally:
+        con.close()
+    os.replace(tmp, db)
+    return db
+
+
+def query(ledger_dir: Path, sql: str):
+    """Run read-only SQL against `ledger.duckdb`; returns (column names, rows)."""
+    import duckdb
+
+    db = ledger_dir / "ledger.duckdb"
+    if not db.is_file():
+        raise CurateError(f"{db} not found; is {ledger_dir.parent} the output folder of a `curate run`?")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(sql)
+        return [d[0] for d in cur.description], cur.fetchall()
+    except duckdb.Error as e:
+        raise CurateError(f"ledger query failed: {e}") from None
+    finally:
+        con.close()
+
+
+def read_rows(ledger_dir: Path) -> dict[str, list[dict]]:
+    """All ledger tables of an output folder as lists of row dicts."""
+    import pyarrow.parquet as pq
+
+    if not (ledger_dir / "runs.parquet").is_file():
+        raise CurateError(f"{ledger_dir} holds no ledger; run `curate run RECIPE --out {ledger_dir.parent}` first")
+    return {name: pq.read_table(ledger_dir / f"{name}.parquet").to_pylist() for name in SCHEMAS}

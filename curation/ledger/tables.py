@@ -1,0 +1,137 @@
+"""Ledger rows from a finished plan: every count comes from task markers or from the shards.
+
+Conservation is checked here, per source, shard and step: `in = out + dropped + quarantined`,
+and each step's output is the next step's input. A violation raises `ConservationError`
+naming the source, shard and step.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from curation import __version__
+from curation.errors import ConservationError
+from curation.plan import Plan
+from curation.shards import read_index
+from curation.steps.base import StepStats
+from curation.vocab import Block
+
+IMAGE_MARKERS = {"image_start", "image_size_end", "end_of_row", "image_end", "end_of_frame"}
+AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech"}
+
+
+def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[str, int]) -> dict[str, int]:
+    """Exact token counts of a shard, read from `.bin`: text, image, audio (markers included).
+
+    `blocks` and `reserved` are the vocabulary layout (`Vocabulary.blocks`, `.reserved`)."""
+    size = blocks[-1].stop
+    _, lengths, _, _ = read_index(Path(f"{prefix}.idx"))
+    tokens = np.fromfile(f"{prefix}.bin", dtype=np.int32)
+    if tokens.size != int(lengths.sum()):
+        raise ConservationError(f"{prefix}.bin holds {tokens.size} tokens but its .idx lists "
+                                f"{int(lengths.sum())}; the shard is damaged, re-run the merge")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= size):
+        raise ConservationError(f"{prefix}.bin has ids outside the vocabulary 0..{size - 1}")
+    counts = {"text": 0, "image": 0, "audio": 0}
+    for block in blocks:
+        n = int(np.count_nonzero((tokens >= block.start) & (tokens < block.stop)))
+        if block.name == "reserved":
+            ids = tokens[(tokens >= block.start) & (tokens < block.stop)]
+            for name, off in reserved.items():
+                m = int(np.count_nonzero(ids == block.start + off))
+                counts["image" if name in IMAGE_MARKERS else "audio" if name in AUDIO_MARKERS else "text"] += m
+                n -= m
+            counts["text"] += n  # unnamed reserved ids count as text control tokens
+        else:
+            counts[block.name] += n
+    counts["documents"] = int(lengths.size)
+    counts["total"] = int(tokens.size)
+    return counts
+
+
+def step_chain(plan: Plan, markers: dict, source: str, shard: str) -> list[StepStats]:
+    process = markers[f"process/{source}/{shard}"]["stats"]
+    tokenize = markers[f"tokenize/{source}/{shard}"]["stats"]
+    return [StepStats.from_json(s) for s in (*process, *tokenize)]
+
+
+def check_conservation(source: str, shard: str, chain: list[StepStats]) -> None:
+    prev: StepStats | None = None
+    for st in chain:
+        if not st.balanced():
+            raise ConservationError(
+                f"source {source!r} shard {shard} step {st.step!r}: in={st.records_in} but out={st.records_out} "
+                f"+ dropped={sum(st.dropped.values())} + quarantined={sum(st.quarantined.values())} "
+                f"= {st.records_out + sum(st.dropped.values()) + sum(st.quarantined.values())}; "
+                f"records were lost, this is a bug in that step")
+        if prev is not None and prev.records_out != st.records_in:
+            raise ConservationError(f"source {source!r} shard {shard}: step {prev.step!r} emitted "
+                                    f"{prev.records_out} records but {st.step!r} received {st.records_in}")
+        prev = st
+
+
+def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
+    from curation.runtime.tasks import source_prefix
+
+    run = plan.recipe.fingerprint
+    r = plan.recipe.recipe
+    rows: dict[str, list[dict]] = defaultdict(list)
+    rows["runs"].append({"run": run, "recipe": r.name, "vocabulary": plan.vocab.id,
+                         "vocabulary_sha256": plan.vocab.sha256, "curate_version": __version__,
+                         "stages": ", ".join(s.name for s in r.stages)})
+    for src in r.sources:
+        files = plan.recipe.inputs[src.name]
+        src_fp = next(n.fingerprint for n in plan.merge if n.source == src.name)
+        rows["sources"].append({
+            "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": "text",
+            "category": src.category, "license": src.license, "weight": src.weight,
+            "included": src.weight > 0, "input_files": len(files),
+            "input_bytes": sum(f.size for f in files)})
+        for f in files:
+            rows["inputs"].append({"run": run, "source": src.name, "shard": f.shard_id, "path": f.rel,
+                                   "bytes": f.size, "sha256": f.sha256})
+        totals: dict[str, StepStats] = {}
+        order: list[str] = []
+        for f in files:
+            chain = step_chain(plan, markers, src.name, f.shard_id)
+            check_conservation(src.name, f.shard_id, chain)
+            tok = markers[f"tokenize/{src.name}/{f.shard_id}"]
+            if chain[-1].records_out != tok["documents"]:
+                raise ConservationError(f"source {src.name!r} shard {f.shard_id}: tokenize emitted "
+                                        f"{chain[-1].records_out} documents but the shard holds {tok['documents']}")
+            for st in chain:
+                if st.step not in totals:
+                    totals[st.step] = StepStats(st.step)
+                    order.append(st.step)
+                t = totals[st.step]
+                t.records_in += st.records_in
+                t.records_out += st.records_out
+                t.dropped.update(st.dropped)
+                t.quarantined.update(st.quarantined)
+                t.seconds += st.seconds
+        for pos, name in enumerate(order):
+            t = totals[name]
+            rows["steps"].append({
+                "run": run, "source": src.name, "position": pos, "step": name, "records_in": t.records_in,
+                "records_out": t.records_out, "dropped": sum(t.dropped.values()),
+                "quarantined": sum(t.quarantined.values()), "seconds": round(t.seconds, 6)})
+            for reason, n in sorted(t.dropped.items()):
+                rows["drops"].append({"run": run, "source": src.name, "step": name, "reason": reason,
+                                      "records": n})
+            for reason, n in sorted(t.quarantined.items()):
+                rows["quarantine"].append({"run": run, "source": src.name, "step": name, "reason": reason,
+                                           "records": n})
+        counts = count_tokens_by_modality(source_prefix(out, src.name), plan.vocab.blocks, plan.vocab.reserved)
+        rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
+                               "text_tokens": counts["text"], "image_tokens": counts["image"],
+                               "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+    return dict(rows)
+
+
+def drop_reason_totals(rows: dict[str, list[dict]]) -> Counter:
+    c: Counter = Counter()
+    for d in rows.get("drops", []):
+        c[(d["step"], d["reason"])] += d["records"]
+    return c

@@ -1,0 +1,155 @@
+"""Shard manifests: the single file a trainer needs per training stage, and its verification.
+
+A manifest (`<out>/manifests/<stage>.json`) names the recipe and stage fingerprints, the
+vocabulary, and per source its shard prefix, weight, documents, tokens by modality and the
+size and sha256 of every file, plus the Megatron `--data-path` blend. Paths are relative to
+the manifest's folder, so an output folder can be moved as a whole.
+
+`verify_manifest` re-reads every file: sizes, hashes, document and token counts from the
+`.idx`/`.bin`, and the ledger's `tokens` table; it reports every mismatch, not just the first.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from curation.errors import VerifyError
+from curation.ledger.tables import count_tokens_by_modality
+from curation.plan import Plan
+from curation.recipe import fingerprint, sha256_file
+from curation.runtime.files import atomic_write_json
+from curation.vocab import Block
+
+FORMAT = "curate-manifest/1"
+
+
+def _rel(path: Path, start: Path) -> str:
+    return os.path.relpath(path, start).replace(os.sep, "/")
+
+
+def build_manifests(plan: Plan, rows: dict, out: Path) -> list[Path]:
+    from curation.runtime.tasks import source_prefix
+
+    r = plan.recipe.recipe
+    mdir = out / "manifests"
+    tokens = {t["source"]: t for t in rows["tokens"]}
+    written = []
+    for stage in r.stages:
+        sources, blend = [], []
+        for src in r.sources:
+            prefix = source_prefix(out, src.name)
+            t = tokens[src.name]
+            files = [{"path": _rel(Path(f"{prefix}{ext}"), mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
+                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")]
+            entry = {"name": src.name, "category": src.category, "license": src.license, "weight": src.weight,
+                     "prefix": _rel(prefix, mdir), "documents": t["documents"],
+                     "tokens": {"text": t["text_tokens"], "image": t["image_tokens"],
+                                "audio": t["audio_tokens"], "total": t["total_tokens"]},
+                     "files": files}
+            if src.weight > 0 and t["documents"] > 0:
+                blend += [src.weight, entry["prefix"]]
+            else:
+                entry["excluded"] = "weight 0" if src.weight == 0 else "no documents survived curation"
+            sources.append(entry)
+        stage_fp = fingerprint({"stage": stage.model_dump(mode="json"),
+                                "sources": [[s["name"], s["weight"], s["files"]] for s in sources]})
+        manifest = {
+            "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
+            "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
+            "vocabulary": {"id": plan.vocab.id, "sha256": plan.vocab.sha256, "size": plan.vocab.size,
+                           "padded_size": plan.vocab.padded_size, "eod": plan.vocab.eod_id,
+                           "pad": plan.vocab.pad_id,
+                           "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in plan.vocab.blocks],
+                           "reserved": plan.vocab.reserved},
+            "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
+            "sources": sources, "blend": blend,
+            "totals": {"documents": sum(s["documents"] for s in sources),
+                       "tokens": sum(s["tokens"]["total"] for s in sources)},
+        }
+        path = mdir / f"{stage.name}.json"
+        atomic_write_json(path, manifest)
+        written.append(path)
+    return written
+
+
+def load_manifest(path: Path) -> dict:
+    try:
+        m = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise VerifyError(f"{path}: manifest not found") from None
+    except json.JSONDecodeError as e:
+        raise VerifyError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if m.get("format") != FORMAT:
+        raise VerifyError(f"{path}: format {m.get('format')!r} is not {FORMAT!r}")
+    return m
+
+
+def megatron_blend(manifest_path: Path) -> list:
+    """The manifest's blend with absolute prefixes, as megatron-core's `blend` expects."""
+    m = load_manifest(manifest_path)
+    base = Path(manifest_path).resolve().parent
+    weights, prefixes = m["blend"][0::2], m["blend"][1::2]
+    return [[str((base / p).resolve()) for p in prefixes], [float(w) for w in weights]]
+
+
+def verify_manifest(path: Path) -> list[str]:
+    """Return a list of human-readable checks passed; raise VerifyError listing every failure."""
+    from curation.ledger import query
+
+    path = Path(path)
+    m = load_manifest(path)
+    base = path.resolve().parent
+    problems, ok = [], []
+    blocks = [Block(b["name"], b["start"], b["size"]) for b in m["vocabulary"]["blocks"]]
+    ledger_dir = (base / m["ledger"]).parent
+    try:
+        cols, rows = query(ledger_dir, "SELECT * FROM tokens WHERE run = "
+                           f"'{m['recipe_fingerprint']}'")
+        ledger = {r[cols.index("source")]: dict(zip(cols, r)) for r in rows}
+    except Exception as e:  # noqa: BLE001 - reported as a failed check
+        problems.append(f"ledger {ledger_dir / 'ledger.duckdb'}: {e}")
+        ledger = {}
+    for src in m["sources"]:
+        name = src["name"]
+        for f in src["files"]:
+            fp = base / f["path"]
+            if not fp.is_file():
+                problems.append(f"{name}: {fp} is missing")
+                continue
+            if fp.stat().st_size != f["bytes"]:
+                problems.append(f"{name}: {fp} has {fp.stat().st_size} bytes, manifest says {f['bytes']}")
+            elif sha256_file(fp) != f["sha256"]:
+                problems.append(f"{name}: {fp} sha256 differs from the manifest (file changed or corrupt)")
+        if any(p.startswith(f"{name}:") for p in problems):
+            continue
+        prefix = base / src["prefix"]
+        try:
+            counts = count_tokens_by_modality(prefix, blocks, m["vocabulary"]["reserved"])
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{name}: cannot read {prefix}.idx/.bin: {e}")
+            continue
+        got = {"documents": counts["documents"], "text": counts["text"], "image": counts["image"],
+               "audio": counts["audio"], "total": counts["total"]}
+        want = {"documents": src["documents"], **src["tokens"]}
+        for k in got:
+            if got[k] != want[k]:
+                problems.append(f"{name}: {k} = {got[k]} in the shard, manifest says {want[k]}")
+        lrow = ledger.get(name)
+        if lrow is None:
+            problems.append(f"{name}: no row in the ledger's tokens table for run {m['recipe_fingerprint']}")
+        else:
+            lwant = {"documents": lrow["documents"], "text": lrow["text_tokens"], "image": lrow["image_tokens"],
+                     "audio": lrow["audio_tokens"], "total": lrow["total_tokens"]}
+            for k in got:
+                if got[k] != lwant[k]:
+                    problems.append(f"{name}: {k} = {got[k]} in the shard, ledger says {lwant[k]}")
+        ok.append(f"{name}: {counts['documents']} documents, {counts['total']} tokens, "
+                  f"{len(src['files'])} files match")
+    listed = {p for p in m["blend"][1::2]}
+    for p in listed:
+        if p not in {s["prefix"] for s in m["sources"]}:
+            problems.append(f"blend names {p}, which is not a source prefix in this manifest")
+    if problems:
+        raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    return ok

@@ -1,0 +1,111 @@
+"""The task graph of a run: sources × phases, one node per input shard, each with a fingerprint.
+
+Phases, joined by files on disk:
+    process(source, shard)  read → normalize → filters → content hash   → processed/<source>/<shard>.parquet
+    dedup                   exact-duplicate resolution over all shards  → work/dedup/exact.parquet
+    tokenize(source, shard) drop duplicates → tokenize                   → tokenized/<source>/parts/<shard>.bin|idx
+    merge(source)           concatenate the parts in shard order         → tokenized/<source>/<source>.bin|idx
+
+A node's fingerprint covers its configuration, its inputs' content and the fingerprints of
+the nodes it reads from, so a completion marker with the same fingerprint means the node's
+outputs are current and a re-run may skip it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from curation import __version__
+from curation.recipe import LoadedRecipe, fingerprint
+from curation.vocab import Vocabulary
+
+CODE_EPOCH = __version__  # outputs of a different curate version are recomputed
+
+
+@dataclass
+class Node:
+    phase: str
+    source: str | None
+    shard: str | None
+    fingerprint: str
+    deps: list[str] = field(default_factory=list)
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return "/".join(p for p in (self.phase, self.source, self.shard) if p)
+
+
+@dataclass
+class Plan:
+    recipe: LoadedRecipe
+    vocab: Vocabulary
+    process: list[Node]
+    dedup: Node
+    tokenize: list[Node]
+    merge: list[Node]
+
+    def nodes(self) -> list[Node]:
+        return [*self.process, self.dedup, *self.tokenize, *self.merge]
+
+    def step_names(self, source: str) -> list[str]:
+        src = self.recipe.source(source)
+        names = ["read", "normalize", *[f.type for f in src.filters]]
+        if self.recipe.recipe.dedup.exact is not None:
+            names.append("exact_dedup")
+        return [*names, "tokenize"]
+
+
+def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
+    r = loaded.recipe
+    process, tokenize, merge = [], [], []
+    for src in r.sources:
+        cfg = src.model_dump(mode="json", exclude={"weight", "category", "license"})
+        for f in loaded.inputs[src.name]:
+            spec = {"source": cfg, "path": str(f.path), "rel": f.rel, "shard": f.shard_id,
+                    "base_dir": str(loaded.base_dir)}
+            fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "source": cfg, "input": f.sha256})
+            process.append(Node("process", src.name, f.shard_id, fp, spec=spec))
+    dedup_cfg = r.dedup.exact.model_dump(mode="json") if r.dedup.exact else None
+    dedup = Node("dedup", None, None,
+                 fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg,
+                              "deps": [n.fingerprint for n in process]}),
+                 deps=[n.key for n in process], spec={"cfg": dedup_cfg})
+    for p in process:
+        fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
+                          "dedup": dedup.fingerprint, "vocab": vocab.sha256,
+                          "tokenizer": _file_sha(vocab)})
+        tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
+                             spec={"source": p.source, "shard": p.shard,
+                                   "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
+                                   "dedup": dedup_cfg is not None}))
+    for src in r.sources:
+        parts = [t for t in tokenize if t.source == src.name]
+        fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
+        merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
+                          spec={"source": src.name, "shards": [t.shard for t in parts]}))
+    return Plan(loaded, vocab, process, dedup, tokenize, merge)
+
+
+def _file_sha(vocab: Vocabulary) -> str:
+    from curation.recipe import sha256_file
+    return sha256_file(vocab.text_tokenizer_path)
+
+
+def explain(plan: Plan) -> str:
+    r = plan.recipe
+    lines = [f"recipe {r.recipe.name}  fingerprint {r.fingerprint}  vocabulary {plan.vocab.id}",
+             f"stages: {', '.join(f'{s.name} (seq {s.seq_length})' for s in r.recipe.stages)}", ""]
+    for src in r.recipe.sources:
+        files = r.inputs[src.name]
+        lines.append(f"source {src.name}: {len(files)} shard(s), weight {src.weight}, category {src.category}")
+        lines.append(f"  steps: {' → '.join(plan.step_names(src.name))} → shards")
+        for p, t in zip([n for n in plan.process if n.source == src.name],
+                        [n for n in plan.tokenize if n.source == src.name]):
+            lines.append(f"  shard {p.shard} {p.spec['rel']}")
+            lines.append(f"    process  {p.fingerprint}")
+            lines.append(f"    tokenize {t.fingerprint}")
+        m = next(n for n in plan.merge if n.source == src.name)
+        lines.append(f"  merge      {m.fingerprint}")
+    lines.append(f"dedup (exact, {r.recipe.dedup.exact.scope if r.recipe.dedup.exact else 'off'}) "
+                 f"{plan.dedup.fingerprint}  ← all process nodes")
+    return "\n".join(lines)

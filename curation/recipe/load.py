@@ -1,0 +1,170 @@
+"""Load a recipe file: safe YAML → typed `Recipe` → resolved inputs → fingerprint.
+
+Validation errors are rewritten to name the file, the line and the key path, e.g.
+`recipes/x.yaml:14 sources[2].filters[0].min_words: must be >= 0, got -3`.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from curation import __version__
+from curation.errors import RecipeError
+from curation.recipe.schema import Recipe, Source
+from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input shard of one source: the unit of parallelism."""
+    source: str
+    index: int           # position in the source's sorted file list
+    path: Path
+    rel: str             # path as written relative to the recipe directory (stable across machines)
+    size: int
+    sha256: str
+
+    @property
+    def shard_id(self) -> str:
+        return f"{self.index:05d}"
+
+
+@dataclass
+class LoadedRecipe:
+    recipe: Recipe
+    path: Path
+    inputs: dict[str, list[InputFile]] = field(default_factory=dict)
+    fingerprint: str = ""
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, rel: str) -> Path:
+        p = Path(rel)
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    def source(self, name: str) -> Source:
+        return next(s for s in self.recipe.sources if s.name == name)
+
+
+_MESSAGES = {
+    "greater_than_equal": lambda c: f"must be >= {c['ge']}",
+    "greater_than": lambda c: f"must be > {c['gt']}",
+    "less_than_equal": lambda c: f"must be <= {c['le']}",
+    "less_than": lambda c: f"must be < {c['lt']}",
+    "extra_forbidden": lambda c: "unknown key (check the spelling; see `curate validate --help`)",
+    "missing": lambda c: "required key is missing",
+    "string_pattern_mismatch": lambda c: f"must match {c['pattern']} (lower-case letters, digits, _ and -)",
+    "union_tag_invalid": lambda c: f"unknown step type {c.get('tag')!r}; known types: {c.get('expected_tags')}",
+    "union_tag_not_found": lambda c: "each filter needs a `type:` key",
+}
+
+
+def _clean_loc(data: Any, loc: tuple) -> KeyPath:
+    """Drop the discriminator tags pydantic inserts into union locations."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part not in node and node.get("type") == part:
+            continue
+        out.append(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return tuple(out)
+
+
+def _format_validation(path: Path, data: Any, lines: dict, err: ValidationError) -> str:
+    msgs = []
+    for e in err.errors():
+        loc = _clean_loc(data, tuple(e["loc"]))
+        line = line_for(lines, loc)
+        where = f"{path}:{line}" if line else str(path)
+        ctx = e.get("ctx") or {}
+        make = _MESSAGES.get(e["type"])
+        msg = make(ctx) if make else e["msg"].removeprefix("Value error, ")
+        if e["type"] not in ("missing", "extra_forbidden", "union_tag_not_found") and "input" in e:
+            shown = e["input"]
+            if not isinstance(shown, (dict, list)):
+                msg += f", got {shown!r}"
+        msgs.append(f"{where} {format_path(loc) or '<recipe>'}: {msg}")
+    return "\n".join(msgs)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _resolve_inputs(loaded: LoadedRecipe, lines: dict) -> None:
+    for si, src in enumerate(loaded.recipe.sources):
+        files: list[Path] = []
+        for pi, pattern in enumerate(src.input.paths):
+            full = str(loaded.resolve(pattern))
+            matched = sorted(Path(p) for p in glob.glob(full, recursive=True))
+            matched = [p for p in matched if p.is_file()]
+            if not matched:
+                key = ("sources", si, "input", "paths", pi)
+                line = line_for(lines, key)
+                raise RecipeError(
+                    f"{loaded.path}:{line} {format_path(key)}: {pattern!r} matched no files "
+                    f"(looked for {full}); fix the path or glob")
+            files.extend(matched)
+        seen: set[Path] = set()
+        unique = [p for p in files if not (p in seen or seen.add(p))]
+        out = []
+        for i, p in enumerate(unique):
+            try:
+                rel = str(p.relative_to(loaded.base_dir.resolve()))
+            except ValueError:
+                rel = str(p)
+            try:
+                out.append(InputFile(src.name, i, p, rel, p.stat().st_size, sha256_file(p)))
+            except OSError as e:
+                raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({e.strerror}); "
+                                  f"check permissions") from None
+        loaded.inputs[src.name] = out
+
+
+def fingerprint(obj: Any) -> str:
+    """Stable short hash of a JSON-able object (sorted keys, no whitespace)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_recipe(path: str | Path, *, resolve_inputs: bool = True) -> LoadedRecipe:
+    path = Path(path)
+    data, lines = load_with_lines(path)
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}:1: a recipe must be a YAML mapping (name:, vocabulary:, sources:, ...)")
+    # Top-level `x-...` keys hold YAML anchors for reuse (as in compose files); they are not settings.
+    data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as e:
+        raise RecipeError(_format_validation(path, data, lines, e)) from None
+    loaded = LoadedRecipe(recipe=recipe, path=path.resolve())
+    vocab = loaded.resolve(recipe.vocabulary)
+    if not vocab.is_file():
+        raise RecipeError(f"{path}:{line_for(lines, ('vocabulary',))} vocabulary: file {vocab} not found; "
+                          f"point it at a vocabulary YAML under tokenizers/")
+    if resolve_inputs:
+        _resolve_inputs(loaded, lines)
+        loaded.fingerprint = fingerprint({
+            "curate": __version__.split(".")[0],
+            "recipe": recipe.model_dump(mode="json"),
+            "vocabulary": sha256_file(vocab),
+            "inputs": {s: [[f.rel, f.sha256] for f in fs] for s, fs in loaded.inputs.items()},
+        })
+    return loaded

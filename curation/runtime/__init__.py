@@ -1,0 +1,1 @@
+"""Execution: Ray runtime, per-phase task functions, atomic files and completion markers."""

@@ -1,0 +1,110 @@
+"""Ray: an embedded local instance on loopback by default, or a cluster given by address.
+
+The embedded instance binds every Ray process to 127.0.0.1 with the dashboard off: Ray's
+ports have no authentication, so an embedded run must never listen on a public interface
+(see FIELD-NOTES.md). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from curation.errors import CurateError
+
+
+def _loopback_env() -> None:
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # nodes use the loopback address
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")            # no phoning home
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+class RayRuntime:
+    def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True):
+        self.workers = workers
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.progress = progress
+        self._started = False
+
+    def __enter__(self) -> "RayRuntime":
+        _loopback_env()
+        import ray
+        self.ray = ray
+        if ray.is_initialized():
+            self._started = False
+        elif self.address:
+            try:
+                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False,
+                         _node_ip_address="127.0.0.1" if self.address.startswith(("127.", "localhost")) else None)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise CurateError(f"cannot join the Ray cluster at {self.address}: {e}; check that "
+                                  f"`ray start --head` runs there and the address is right") from None
+            self._started = True
+        else:
+            ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
+                     _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False,
+                     configure_logging=True)
+            self._started = True
+        self.slots = self.workers or int(ray.cluster_resources().get("CPU", 1))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._started:
+            self.ray.shutdown()
+
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
+        """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight."""
+        ray = self.ray
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        pending: dict[Any, str] = {}
+        results: dict[str, Any] = {}
+        queue = list(calls)
+        bar = _Bar(label, len(queue), self.progress)
+        try:
+            while queue or pending:
+                while queue and len(pending) < self.slots:
+                    key, args = queue.pop(0)
+                    pending[remote.remote(*args)] = key
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    key = pending.pop(ref)
+                    try:
+                        results[key] = ray.get(ref)
+                    except ray.exceptions.RayTaskError as e:
+                        cause = getattr(e, "cause", None)
+                        for ref2 in pending:
+                            ray.cancel(ref2)
+                        if isinstance(cause, CurateError):
+                            raise cause from None
+                        raise CurateError(f"task {key} failed: {cause!r}\n{e}") from None
+                    bar.advance(key)
+        finally:
+            bar.close()
+        return results
+
+
+class _Bar:
+    """A rich progress bar on a terminal; one summary line per phase otherwise."""
+
+    def __init__(self, label: str, total: int, enabled: bool):
+        self.label, self.total, self.done = label, total, 0
+        self._progress = None
+        if enabled and sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self._progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), transient=False)
+            self._progress.start()
+            self._task = self._progress.add_task(label, total=total)
+        self.enabled = enabled
+
+    def advance(self, key: str) -> None:
+        self.done += 1
+        if self._progress:
+            self._progress.update(self._task, advance=1)
+
+    def close(self) -> None:
+        if self._progress:
+            self._progress.stop()
+        elif self.enabled and self.total:
+            print(f"{self.label}: {self.done}/{self.total} tasks", file=sys.stderr)

@@ -1,0 +1,144 @@
+"""What one task does, for each phase of the plan (see `curation.plan`).
+
+These functions run inside Ray workers. They take plain dicts, rebuild what they need
+(models and LID files are cached per worker process), write their outputs atomically and
+finish by writing their completion marker.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation.recipe.schema import Source
+from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
+from curation.shards import IndexedWriter, merge
+from curation.steps.base import QuarantineSink, Record
+from curation.steps.dedup_exact import ExactDedup, content_hash, resolve_duplicates
+from curation.steps.normalize import Normalize
+from curation.steps.read import JsonlReader
+from curation.steps.registry import build_filter
+from curation.steps.tokenize_text import TextTokenizer
+from curation.vocab import Vocabulary
+
+PROCESSED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta", pa.string()),
+                              ("content_hash", pa.binary(16))])
+
+
+def processed_path(out: Path, source: str, shard: str) -> Path:
+    return out / "processed" / source / f"{shard}.parquet"
+
+
+def part_prefix(out: Path, source: str, shard: str) -> Path:
+    return out / "tokenized" / source / "parts" / shard
+
+
+def source_prefix(out: Path, source: str) -> Path:
+    return out / "tokenized" / source / source
+
+
+def _unique_names(steps) -> None:
+    seen: dict[str, int] = {}
+    for s in steps:
+        seen[s.name] = seen.get(s.name, 0) + 1
+        if seen[s.name] > 1:
+            s.name = s.stats.step = f"{s.name}.{seen[s.name]}"
+
+
+def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
+    out_dir = Path(out)
+    src = Source.model_validate(spec["source"])
+    sink = QuarantineSink()
+    common = {"source": src.name, "sink": sink}
+    reader = JsonlReader(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
+                         metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
+    steps = [Normalize(nfc=src.normalize.nfc, ftfy=src.normalize.ftfy, **common),
+             *[build_filter(f, base_dir=Path(spec["base_dir"]), **common) for f in src.filters]]
+    _unique_names(steps)
+    stream = reader.run()
+    for step in steps:
+        stream = step.run(stream)
+    cols: dict[str, list] = {"id": [], "text": [], "meta": [], "content_hash": []}
+    for rec in stream:
+        cols["id"].append(rec.id)
+        cols["text"].append(rec.text)
+        cols["meta"].append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False))
+        cols["content_hash"].append(content_hash(rec.text))
+    atomic_write_parquet(processed_path(out_dir, src.name, spec["shard"]),
+                         pa.table(cols, schema=PROCESSED_SCHEMA))
+    atomic_write_jsonl(out_dir / "quarantine" / src.name / f"{spec['shard']}.process.jsonl", sink.entries)
+    return write_marker(out_dir, key, fingerprint, {
+        "stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
+        "outputs": [str(processed_path(out_dir, src.name, spec["shard"]).relative_to(out_dir))]})
+
+
+def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
+    """`shards`: (source, shard) in canonical order (recipe source order, then shard)."""
+    out_dir = Path(out)
+    rows: list[dict] = []
+    if spec["cfg"] is not None:
+        columns = []
+        for source, shard in shards:
+            t = pq.read_table(processed_path(out_dir, source, shard), columns=["id", "content_hash"])
+            columns.append((source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist()))
+        rows = resolve_duplicates(columns, spec["cfg"]["scope"])
+    names = ["source", "shard", "id", "duplicate_of_source", "duplicate_of_id"]
+    table = pa.table({n: pa.array([r[n] for r in rows], pa.string()) for n in names})
+    atomic_write_parquet(out_dir / "work" / "dedup" / "exact.parquet", table)
+    return write_marker(out_dir, key, fingerprint, {"duplicates": len(rows),
+                                                    "outputs": ["work/dedup/exact.parquet"]})
+
+
+@lru_cache(maxsize=2)
+def _vocab(path: str) -> Vocabulary:
+    return Vocabulary.load(path)
+
+
+def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
+    out_dir = Path(out)
+    source, shard = spec["source"], spec["shard"]
+    vocab = _vocab(spec["vocab"])
+    table = pq.read_table(processed_path(out_dir, source, shard))
+    sink = QuarantineSink()
+    common = {"source": source, "sink": sink}
+    steps = []
+    if spec["dedup"]:
+        dups = pq.read_table(out_dir / "work" / "dedup" / "exact.parquet",
+                             filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
+        steps.append(ExactDedup(set(dups.column("id").to_pylist()), **common))
+    tokenizer = TextTokenizer(vocab, batch_size=spec["batch_size"], **common)
+    steps.append(tokenizer)
+    records = (Record(id=i, source=source, text=t, meta=json.loads(m))
+               for i, t, m in zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
+                                  table.column("meta").to_pylist()))
+    stream = records
+    for step in steps:
+        stream = step.run(stream)
+    writer = IndexedWriter(part_prefix(out_dir, source, shard))
+    documents = tokens = 0
+    try:
+        for rec in stream:
+            writer.add(rec.tokens)
+            documents += 1
+            tokens += int(rec.tokens.size)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    atomic_write_jsonl(out_dir / "quarantine" / source / f"{shard}.tokenize.jsonl", sink.entries)
+    prefix = part_prefix(out_dir, source, shard).relative_to(out_dir)
+    return write_marker(out_dir, key, fingerprint, {
+        "stats": [s.stats.to_json() for s in steps], "documents": documents, "tokens": tokens,
+        "outputs": [f"{prefix}.bin", f"{prefix}.idx"]})
+
+
+def run_merge(out: str, key: str, fingerprint: str, spec: dict) -> dict:
+    out_dir = Path(out)
+    source = spec["source"]
+    prefix = source_prefix(out_dir, source)
+    merge([part_prefix(out_dir, source, s) for s in spec["shards"]], prefix)
+    rel = prefix.relative_to(out_dir)
+    return write_marker(out_dir, key, fingerprint, {"outputs": [f"{rel}.bin", f"{rel}.idx"]})

@@ -1,0 +1,141 @@
+"""The step contract: a step is a generator over records; the base class owns the bookkeeping.
+
+A subclass implements one of
+- `keep(record) -> bool | Drop` (a `Filter`), or
+- `process(record) -> Record | Drop` (a `Step` that may rewrite the record), or
+- `run(records)` itself, for batching steps, calling `self.emit`, `self.drop`, `self.quarantine`.
+
+The base counts records in/out, drops by reason and quarantines by reason, times itself and
+applies the step's `on_error` policy to exceptions raised on a record:
+
+    class MinWords(Filter):
+        name = "min_words"
+        def keep(self, record):
+            return len(record.text.split()) >= 5 or Drop("too_few_words")
+
+For every step, `records_in == records_out + sum(dropped) + sum(quarantined)`; the ledger
+checks this for every step, source and shard.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from curation.errors import RecordError, StepFailed
+
+
+@dataclass(slots=True)
+class Record:
+    """One sample. `id` is stable and unique within its source."""
+    id: str
+    source: str
+    text: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    tokens: Any = None  # numpy int32 array once tokenized
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Returned by `keep`/`process` to drop a record on purpose (counted by `reason`)."""
+    reason: str
+
+
+@dataclass
+class StepStats:
+    step: str
+    records_in: int = 0
+    records_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    quarantined: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def balanced(self) -> bool:
+        return self.records_in == self.records_out + sum(self.dropped.values()) + sum(self.quarantined.values())
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "records_in": self.records_in, "records_out": self.records_out,
+                "dropped": dict(sorted(self.dropped.items())),
+                "quarantined": dict(sorted(self.quarantined.items())), "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "StepStats":
+        return cls(d["step"], d["records_in"], d["records_out"], Counter(d["dropped"]),
+                   Counter(d["quarantined"]), d["seconds"])
+
+
+class QuarantineSink:
+    """Collects quarantined records of one task; the runtime writes them out atomically."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict] = []
+
+    def add(self, *, source: str, step: str, record_id: str, reason: str, detail: str, raw: str = "") -> None:
+        self.entries.append({"source": source, "step": step, "id": record_id, "reason": reason,
+                             "detail": detail[:500], "raw": raw[:2000]})
+
+
+class Step:
+    name = "step"
+
+    def __init__(self, *, on_error: str = "quarantine", source: str = "", sink: QuarantineSink | None = None):
+        self.on_error = on_error
+        self.source = source
+        self.sink = sink if sink is not None else QuarantineSink()
+        self.stats = StepStats(self.name)
+
+    # -- helpers for subclasses -------------------------------------------------
+    def drop(self, record: Record, reason: str) -> None:
+        self.stats.dropped[reason] += 1
+
+    def quarantine(self, record_id: str, reason: str, detail: str = "", raw: str = "") -> None:
+        self.stats.quarantined[reason] += 1
+        self.sink.add(source=self.source, step=self.name, record_id=record_id, reason=reason,
+                      detail=detail, raw=raw)
+
+    def fail(self, record: Record, exc: Exception) -> None:
+        """Apply `on_error` to an exception raised while handling `record`."""
+        reason = exc.reason if isinstance(exc, RecordError) else f"error:{type(exc).__name__}"
+        if self.on_error == "raise":
+            raise StepFailed(f"step {self.name!r} failed on record {record.id!r} of source {self.source!r}: "
+                             f"{exc!r}; set on_error: quarantine (or skip) on this step to continue") from exc
+        if self.on_error == "skip":
+            self.drop(record, reason)
+        else:
+            self.quarantine(record.id, reason, repr(exc), record.text)
+
+    # -- the contract -----------------------------------------------------------
+    def process(self, record: Record) -> Record | Drop:
+        raise TypeError(f"{type(self).__name__} must implement process() or run()")
+
+    def run(self, records: Iterable[Record]) -> Iterator[Record]:
+        stats = self.stats
+        for record in records:
+            start = time.perf_counter()
+            stats.records_in += 1
+            try:
+                result = self.process(record)
+            except Exception as exc:  # noqa: BLE001 - the on_error policy decides
+                self.fail(record, exc)
+                result = None
+            stats.seconds += time.perf_counter() - start
+            if isinstance(result, Drop):
+                self.drop(record, result.reason)
+            elif result is not None:
+                stats.records_out += 1
+                yield result
+
+
+class Filter(Step):
+    """A step that keeps or drops records without changing them (unless `keep` edits text)."""
+
+    def keep(self, record: Record) -> bool | Drop:
+        raise TypeError(f"{type(self).__name__} must implement keep()")
+
+    def process(self, record: Record) -> Record | Drop:
+        verdict = self.keep(record)
+        if verdict is True:
+            return record
+        return verdict if isinstance(verdict, Drop) else Drop(self.name)

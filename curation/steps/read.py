@@ -1,0 +1,98 @@
+"""Read one JSON-lines input shard (plain or gzip) into records, quarantining what is unusable.
+
+The read step's unit is an input line; an empty file counts as one unit, quarantined as
+`empty_file` so that it shows in the ledger. Per line: invalid UTF-8, malformed JSON, a
+non-object line, a missing or non-string text field are quarantined with the line number;
+a truncated gzip stream quarantines the rest of the file as `truncated_gzip` and keeps the
+lines read before the damage. Record ids are the `id_field` value when given, else
+`<file-stem>:<line>`; a repeated id within a shard is quarantined (ids must be unique).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from curation.steps.base import Record, Step
+
+
+class JsonlReader(Step):
+    name = "read"
+
+    def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
+                 shard_label: str, **kw):
+        super().__init__(**kw)
+        self.path = path
+        self.text_field = text_field
+        self.id_field = id_field
+        self.metadata_fields = metadata_fields
+        self.shard_label = shard_label
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        if self.path.suffix == ".gz":
+            f = gzip.open(self.path, "rb")
+        else:
+            f = open(self.path, "rb")
+        with f:
+            lineno = 0
+            try:
+                for lineno, raw in enumerate(f, start=1):
+                    yield lineno, raw
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                self.stats.records_in += 1
+                self.quarantine(f"{self.shard_label}:{lineno + 1}", "truncated_gzip",
+                                f"{self.path}: compressed stream ends or breaks after line {lineno} ({e}); "
+                                f"re-fetch the file")
+
+    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
+        stats = self.stats
+        seen_ids: set[str] = set()
+        any_line = False
+        for lineno, raw in self._lines():
+            if not raw.strip():
+                continue
+            any_line = True
+            stats.records_in += 1
+            loc = f"{self.shard_label}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                self.quarantine(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
+                                f"({e.reason})", raw.decode("utf-8", "backslashreplace"))
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                self.quarantine(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}",
+                                line)
+                continue
+            if not isinstance(obj, dict):
+                self.quarantine(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
+                                f"got {type(obj).__name__}", line)
+                continue
+            text = obj.get(self.text_field)
+            if not isinstance(text, str):
+                why = "missing" if text is None else f"a {type(text).__name__}, not a string"
+                self.quarantine(loc, "missing_text", f"{self.path} line {lineno}: field "
+                                f"{self.text_field!r} is {why}", line)
+                continue
+            rid = obj.get(self.id_field) if self.id_field else loc
+            if self.id_field and (rid is None or not str(rid).strip()):
+                self.quarantine(loc, "missing_id", f"{self.path} line {lineno}: id field "
+                                f"{self.id_field!r} is missing or empty", line)
+                continue
+            rid = str(rid)
+            if rid in seen_ids:
+                self.quarantine(loc, "duplicate_id", f"{self.path} line {lineno}: id {rid!r} already seen "
+                                f"in this shard", line)
+                continue
+            seen_ids.add(rid)
+            meta = {k: obj[k] for k in self.metadata_fields if k in obj}
+            stats.records_out += 1
+            yield Record(id=rid, source=self.source, text=text, meta=meta)
+        if not any_line and stats.records_in == 0:
+            stats.records_in += 1
+            self.quarantine(f"{self.shard_label}:0", "empty_file", f"{self.path}: file has no records; "
+                            f"remove it from the source or check how it was produced")

@@ -1,0 +1,1 @@
+"""Tokenizer training (text); tokenization steps live in `curation.steps`."""
