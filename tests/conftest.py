@@ -1,0 +1,60 @@
+"""Shared fixtures: Ray on loopback with its own temp dir, demo runs shared across tests, small recipes."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "recipes" / "demo.yaml"
+VOCAB = REPO / "tokenizers" / "curate-demo-v1.yaml"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Ray: loopback only, no usage stats, and a short private temp dir (socket paths are length-limited).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+_RAY_TMP = tempfile.mkdtemp(prefix="cr-", dir="/tmp")
+os.environ["RAY_TMPDIR"] = _RAY_TMP
+os.environ.pop("RAY_ADDRESS", None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_RAY_TMP, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """The demo recipe run once with two workers; tests must not modify its output."""
+    from curation.run import run
+    out = tmp_path_factory.mktemp("demo-w2")
+    return run(DEMO, out, workers=2, progress=False)
+
+
+def write_jsonl(path: Path, rows: list, gz: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows).encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    return path
+
+
+def english_doc(i: int, words: int = 80) -> str:
+    base = ("The river town keeps a small library where volunteers sort donated books every week. "
+            "Visitors often ask about the history of the old mill, and the staff answer with stories. ")
+    return f"Document {i}. " + " ".join((base * (words // 25 + 1)).split()[:words]) + "."
+
+
+def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "") -> Path:
+    """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list."""
+    lines = [f"name: t", f"vocabulary: {VOCAB}", extra, "sources:"]
+    for name, paths in sources.items():
+        lines += [f"  - name: {name}",
+                  f"    input: {{paths: {json.dumps([str(p) for p in paths])}, id_field: id}}",
+                  f"    filters: {filters}"]
+    path = tmp / "recipe.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path

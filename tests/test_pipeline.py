@@ -1,0 +1,171 @@
+"""End to end on the demo recipe and on generated bad input: shards, ledger, manifest, determinism."""
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from curation.errors import ConservationError, VerifyError
+from curation.ledger import query
+from curation.ledger.tables import check_conservation
+from curation.manifests import megatron_blend, verify_manifest
+from curation.run import run
+from curation.steps.base import StepStats
+from tests.conftest import DEMO, english_doc, make_recipe, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def _files(out: Path, *globs: str) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for g in globs for p in sorted(out.glob(g))}
+
+
+def _ledger_rows(out: Path) -> dict[str, list[dict]]:
+    rows = {}
+    for p in sorted((out / "ledger").glob("*.parquet")):
+        table = pq.read_table(p).to_pylist()
+        rows[p.stem] = [{k: v for k, v in r.items() if k != "seconds"} for r in table]
+    return rows
+
+
+def test_demo_run_verifies_and_balances(demo_run):
+    out = demo_run.out
+    manifest = out / "manifests" / "pretrain.json"
+    lines = verify_manifest(manifest)
+    assert len(lines) == 3
+    m = json.loads(manifest.read_text())
+    assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == demo_run.plan.recipe.fingerprint
+    assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]
+    assert m["blend"] == [0.6, "../tokenized/web_en/web_en", 0.1, "../tokenized/c4_en/c4_en",
+                          0.3, "../tokenized/web_de/web_de"]
+    cols, rows = query(out / "ledger", "SELECT source, records_in, records_out + dropped + quarantined, "
+                                       "step FROM steps")
+    assert rows and all(r[1] == r[2] for r in rows)
+    # every source reads its records and keeps some of them; filters really removed documents
+    funnel = {r[0]: r for r in query(out / "ledger", "SELECT * FROM funnel")[1]}
+    assert set(funnel) == {"web_en", "c4_en", "web_de"}
+    assert all(0 < f[2] < f[1] for f in funnel.values())
+    drops = query(out / "ledger", "SELECT DISTINCT step FROM drops")[1]
+    assert {"language", "gopher_quality", "gopher_repetition", "length"} <= {d[0] for d in drops}
+    assert (out / "reports" / "report.html").stat().st_size > 2000
+    assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_megatron_core_reads_the_shards_and_blend(demo_run):
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    manifest = demo_run.out / "manifests" / "pretrain.json"
+    m = json.loads(manifest.read_text())
+    prefixes, weights = megatron_blend(manifest)
+    for src, prefix in zip(m["sources"], prefixes):
+        ds = IndexedDataset(prefix)
+        assert len(ds) == src["documents"]
+        assert int(ds.sequence_lengths.sum()) == src["tokens"]["total"]
+        assert all(ds[i][-1] == m["vocabulary"]["eod"] for i in range(len(ds)))
+
+    class Tokenizer:
+        vocab_size = m["vocabulary"]["padded_size"]
+        eod = m["vocabulary"]["eod"]
+        pad = m["vocabulary"]["pad"]
+        unique_identifiers = {"vocabulary": m["vocabulary"]["id"]}
+
+    config = GPTDatasetConfig(random_seed=1234, sequence_length=m["seq_length"], blend=(prefixes, weights),
+                              split="1,0,0", tokenizer=Tokenizer(), reset_position_ids=False,
+                              reset_attention_mask=False, eod_mask_loss=False, path_to_cache=None,
+                              mid_level_dataset_surplus=0.005)
+    train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [400, 0, 0], lambda: True, config).build()
+    assert len(train) == 400
+    shares = Counter(int(train.dataset_index[i]) for i in range(len(train)))
+    for i, w in enumerate(weights):
+        assert abs(shares[i] / 400 - w / sum(weights)) < 0.02
+    assert train[0]["tokens"].shape[0] == m["seq_length"]
+
+
+def test_one_and_two_workers_write_identical_bytes(demo_run, tmp_path):
+    out1 = tmp_path / "w1"
+    run(DEMO, out1, workers=1, progress=False)
+    globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "manifests/*.json", "processed/**/*.parquet",
+             "work/dedup/*.parquet")
+    a, b = _files(demo_run.out, *globs), _files(out1, *globs)
+    assert a.keys() == b.keys() and len(a) >= 8 + 8 * 2 + 3 * 2 + 1
+    assert [k for k in a if a[k] != b[k]] == []
+    assert _ledger_rows(demo_run.out) == _ledger_rows(out1)
+    for name in ("sources", "drops", "tokens", "quarantine", "inputs", "runs"):
+        assert (demo_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
+            (out1 / "ledger" / f"{name}.parquet").read_bytes()
+
+
+def test_rerun_skips_completed_tasks_and_finishes_the_rest(demo_run, tmp_path):
+    out = tmp_path / "resume"
+    shutil.copytree(demo_run.out, out)
+    (out / "tokenized" / "web_de" / "parts" / "00001.bin").unlink()      # a task that crashed half-way
+    (out / "work" / "markers" / "merge" / "c4_en.json").unlink()         # a task that never finished
+    res = run(DEMO, out, workers=2, progress=False)
+    # tokenize web_de/00001 and merge c4_en run again; web_de's merged shard is still current
+    assert (res.executed, res.skipped) == (2, 18)
+    globs = ("tokenized/*/*.bin", "tokenized/*/*.idx", "manifests/*.json")
+    assert _files(out, *globs) == _files(demo_run.out, *globs)
+    verify_manifest(out / "manifests" / "pretrain.json")
+
+
+def test_verify_catches_changed_shards_and_ledger(demo_run, tmp_path):
+    out = tmp_path / "tampered"
+    shutil.copytree(demo_run.out, out)
+    manifest = out / "manifests" / "pretrain.json"
+    binfile = out / "tokenized" / "c4_en" / "c4_en.bin"
+    data = bytearray(binfile.read_bytes())
+    data[8] ^= 0xFF
+    binfile.write_bytes(bytes(data))
+    with pytest.raises(VerifyError, match=r"c4_en: .*c4_en.bin sha256 differs"):
+        verify_manifest(manifest)
+    binfile.write_bytes(bytes(data[:-4]))
+    with pytest.raises(VerifyError, match=r"c4_en: .*c4_en.bin has \d+ bytes, manifest says"):
+        verify_manifest(manifest)
+    shutil.copy(demo_run.out / "tokenized" / "c4_en" / "c4_en.bin", binfile)
+    m = json.loads(manifest.read_text())
+    m["sources"][0]["tokens"]["total"] += 1
+    manifest.write_text(json.dumps(m))
+    with pytest.raises(VerifyError, match=r"web_en: total = \d+ in the shard, manifest says"):
+        verify_manifest(manifest)
+
+
+def test_bad_input_is_quarantined_and_counted(tmp_path):
+    data = tmp_path / "data"
+    good = [{"id": f"g{i}", "text": english_doc(i)} for i in range(6)]
+    write_jsonl(data / "ok.jsonl.gz", good + [{"id": "dup", "text": english_doc(0)}], gz=True)
+    (data / "broken.jsonl").write_bytes(b'{"id": "x1", "text": "caf\xe9 au lait"}\n{"id": "x2", "text": \n'
+                                        b'{"id": "x3"}\n' + json.dumps({"id": "x4", "text": english_doc(9)}).encode()
+                                        + b"\n")
+    (data / "empty.jsonl").write_bytes(b"")
+    recipe = make_recipe(tmp_path, {"a": sorted(data.glob("*"))}, filters="[{type: length, min_words: 20}]")
+    res = run(recipe, tmp_path / "out", workers=2, progress=False)
+    out = res.out
+    q = {(r["step"], r["reason"]): r["records"] for r in res.rows["quarantine"]}
+    assert q == {("read", "invalid_utf8"): 1, ("read", "malformed_json"): 1, ("read", "missing_text"): 1,
+                 ("read", "empty_file"): 1}
+    drops = {(r["step"], r["reason"]): r["records"] for r in res.rows["drops"]}
+    assert drops == {("exact_dedup", "exact_duplicate"): 1}
+    assert res.rows["tokens"][0]["documents"] == 6 + 1  # six good + x4; the copy of g0 removed
+    entries = [json.loads(line) for p in sorted((out / "quarantine" / "a").glob("*.jsonl"))
+               for line in p.read_text().splitlines()]
+    assert sorted(e["reason"] for e in entries) == ["empty_file", "invalid_utf8", "malformed_json", "missing_text"]
+    assert all(e["detail"] for e in entries)
+    read = next(r for r in res.rows["steps"] if r["step"] == "read")
+    assert (read["records_in"], read["records_out"], read["quarantined"]) == (7 + 4 + 1, 7 + 1, 4)
+    verify_manifest(out / "manifests" / "pretrain.json")
+    tokens = np.fromfile(out / "tokenized" / "a" / "a.bin", dtype=np.int32)
+    assert tokens.size == res.rows["tokens"][0]["total_tokens"]
+
+
+def test_conservation_check_names_the_broken_step():
+    ok = StepStats("read", 5, 5)
+    bad = StepStats("length", 5, 3, Counter({"too_few_words": 1}))
+    with pytest.raises(ConservationError, match=r"source 's' shard 00000 step 'length': in=5 but out=3"):
+        check_conservation("s", "00000", [ok, bad])
+    with pytest.raises(ConservationError, match=r"step 'read' emitted 5 records but 'length' received 4"):
+        check_conservation("s", "00000", [ok, StepStats("length", 4, 4)])

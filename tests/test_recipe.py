@@ -1,0 +1,130 @@
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from curation.errors import RecipeError
+from curation.recipe import load_recipe
+from tests.conftest import DEMO, VOCAB, english_doc, write_jsonl
+
+
+def _recipe(tmp_path: Path, body: str) -> Path:
+    write_jsonl(tmp_path / "a.jsonl", [{"id": "1", "text": english_doc(1)}])
+    p = tmp_path / "x.yaml"
+    p.write_text(textwrap.dedent(body).replace("VOCAB", str(VOCAB)))
+    return p
+
+
+def test_error_names_file_line_and_key_path(tmp_path):
+    p = _recipe(tmp_path, """\
+        name: x
+        vocabulary: VOCAB
+        sources:
+          - name: a
+            input: {paths: [a.jsonl]}
+          - name: b
+            input: {paths: [a.jsonl]}
+          - name: c
+            input: {paths: [a.jsonl]}
+            filters:
+              - type: length
+                min_words: -3
+        """)
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert str(e.value) == f"{p}:12 sources[2].filters[0].min_words: must be >= 0, got -3"
+
+
+@pytest.mark.parametrize("snippet, expected", [
+    ("  - {type: lenght, min_words: 3}", "unknown step type 'lenght'"),
+    ("  - {type: length, min_wrods: 3}", "sources[0].filters[0].min_wrods: unknown key"),
+    ("  - {type: language, languages: []}", "sources[0].filters[0].languages"),
+    ("  - {type: length, min_words: 9, max_words: 2}", "min_words (9) must be <= max_words (2)"),
+    ("  - {min_words: 3}", "each filter needs a `type:` key"),
+])
+def test_filter_errors(tmp_path, snippet, expected):
+    p = _recipe(tmp_path, f"""\
+        name: x
+        vocabulary: VOCAB
+        sources:
+          - name: a
+            input: {{paths: [a.jsonl]}}
+            filters:
+            {snippet}
+        """)
+    with pytest.raises(RecipeError, match=None) as e:
+        load_recipe(p)
+    assert expected in str(e.value)
+    assert f"{p}:7" in str(e.value)
+
+
+def test_unknown_top_level_key_and_duplicate_sources(tmp_path):
+    p = _recipe(tmp_path, """\
+        name: x
+        vocabulary: VOCAB
+        sourcs: []
+        sources:
+          - {name: a, input: {paths: [a.jsonl]}}
+          - {name: a, input: {paths: [a.jsonl]}}
+        """)
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    msg = str(e.value)
+    assert f"{p}:3 sourcs: unknown key" in msg
+    assert "source name 'a' appears twice" in msg
+
+
+def test_glob_that_matches_nothing_is_an_error_with_its_line(tmp_path):
+    p = _recipe(tmp_path, """\
+        name: x
+        vocabulary: VOCAB
+        sources:
+          - name: a
+            input:
+              paths: [a.jsonl, missing/*.jsonl]
+        """)
+    with pytest.raises(RecipeError, match=r"x.yaml:6 sources\[0\].input.paths\[1\]: 'missing/\*.jsonl' matched no"):
+        load_recipe(p)
+
+
+def test_yaml_is_loaded_safely(tmp_path):
+    p = _recipe(tmp_path, """\
+        name: !!python/object/apply:os.system ["echo pwned"]
+        vocabulary: VOCAB
+        sources: []
+        """)
+    with pytest.raises(RecipeError, match="invalid YAML"):
+        load_recipe(p)
+
+
+def test_not_a_mapping_and_invalid_yaml(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text("- a\n- b\n")
+    with pytest.raises(RecipeError, match="must be a YAML mapping"):
+        load_recipe(p)
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(RecipeError, match=r"r.yaml:2: invalid YAML"):
+        load_recipe(p)
+
+
+def test_fingerprint_covers_content_of_inputs_and_settings(tmp_path):
+    p = _recipe(tmp_path, """\
+        name: x
+        vocabulary: VOCAB
+        x-anchors: {note: ignored}
+        sources:
+          - {name: a, input: {paths: [a.jsonl]}}
+        """)
+    fp1 = load_recipe(p).fingerprint
+    assert load_recipe(p).fingerprint == fp1
+    write_jsonl(tmp_path / "a.jsonl", [{"id": "1", "text": english_doc(2)}])
+    fp2 = load_recipe(p).fingerprint
+    assert fp2 != fp1
+    p.write_text(p.read_text().replace("name: x", "name: y"))
+    assert load_recipe(p).fingerprint not in (fp1, fp2)
+
+
+def test_demo_recipe_validates():
+    loaded = load_recipe(DEMO)
+    assert [s.name for s in loaded.recipe.sources] == ["web_en", "c4_en", "web_de"]
+    assert sum(len(v) for v in loaded.inputs.values()) == 8
