@@ -12,18 +12,20 @@ def funnel_plot(rows: dict, path: Path) -> Path:
 
     sources = [s["source"] for s in rows["sources"]]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    colors = {src: f"C{i}" for i, src in enumerate(sources)}
     for src in sources:
         steps = sorted((r for r in rows["steps"] if r["source"] == src), key=lambda r: r["position"])
         xs = ["input"] + [r["step"] for r in steps]
         ys = [steps[0]["records_in"]] + [r["records_out"] for r in steps]
-        ax1.plot(range(len(xs)), ys, marker="o", label=src)
+        ax1.plot(range(len(xs)), ys, marker="o", label=src, color=colors[src])
         ax1.set_xticks(range(len(xs)), xs, rotation=35, ha="right", fontsize=8)
     ax1.set_ylabel("records remaining")
     ax1.set_title("Records through the pipeline")
     ax1.grid(alpha=0.3)
     ax1.legend(fontsize=8)
     toks = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
-    ax2.barh(sources, [toks[s] for s in sources], color="tab:green")
+    ax2.barh(sources, [toks[s] for s in sources], color=[colors[s] for s in sources])
+    ax2.invert_yaxis()
     for i, s in enumerate(sources):
         ax2.text(toks[s], i, f" {toks[s]:,}", va="center", fontsize=8)
     ax2.set_xlabel("tokens in shards")

@@ -6,6 +6,7 @@ reasons, tokens by modality. Everything comes from the ledger rows of this run.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from curation.report.plots import funnel_plot
@@ -26,6 +27,11 @@ def _table(header: list[str], body: list[list]) -> tuple[str, str]:
     return "\n".join(md), "\n".join(h)
 
 
+def _inline(text: str) -> str:
+    """Escape for HTML and render `code` spans as in the Markdown version."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     tokens = {t["source"]: t for t in rows["tokens"]}
     first = {r["source"]: r["records_in"] for r in rows["steps"] if r["position"] == 0}
@@ -41,7 +47,8 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     reasons = [[d["source"], d["step"], d["reason"], "dropped", d["records"]] for d in rows.get("drops", [])]
     reasons += [[q["source"], q["step"], q["reason"], "quarantined", q["records"]]
                 for q in rows.get("quarantine", [])]
-    reasons.sort(key=lambda r: (r[0], -r[4], r[1], r[2]))
+    order = {s["source"]: i for i, s in enumerate(rows["sources"])}
+    reasons.sort(key=lambda r: (order[r[0]], -r[4], r[1], r[2]))
     toks = [[t["source"], t["documents"], t["text_tokens"], t["image_tokens"], t["audio_tokens"],
              t["total_tokens"]] for t in rows["tokens"]]
     return [
@@ -73,11 +80,11 @@ def write_report(rows: dict, out: Path) -> Path:
             f"(query with `curate ledger <out>`).")
     sections = _sections(rows)
     md = [f"# Curation report: {run['recipe']}", "", head, "", f"![records and tokens]({png.name})", ""]
-    body = [f"<h1>Curation report: {html.escape(run['recipe'])}</h1>", f"<p class='meta'>{html.escape(head)}</p>",
+    body = [f"<h1>Curation report: {html.escape(run['recipe'])}</h1>", f"<p class='meta'>{_inline(head)}</p>",
             f"<img src='{png.name}' alt='records through the pipeline and tokens per source'>"]
     for title, note, (tmd, thtml) in sections:
         md += [f"## {title}", "", note, "", tmd, ""]
-        body += [f"<h2>{html.escape(title)}</h2>", f"<p>{html.escape(note)}</p>", thtml]
+        body += [f"<h2>{html.escape(title)}</h2>", f"<p>{_inline(note)}</p>", thtml]
     atomic_write_bytes(rdir / "report.md", "\n".join(md).encode())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>curate report: {html.escape(run['recipe'])}"
             f"</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")

@@ -54,8 +54,10 @@ class DatatroveFilter(Filter):
         from datatrove.pipeline import filters as dt_filters
         from datatrove.data import Document
         self._Document = Document
+        from curation.steps.word_cache import share_spacy_passes
         params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
         self._filter = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
+        share_spacy_passes(self._filter.language)
 
     def keep(self, record: Record) -> bool | Drop:
         doc = self._Document(text=record.text, id=record.id, metadata={})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -47,6 +48,15 @@ class JsonlReader(Step):
                                 f"re-fetch the file")
 
     def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
+        stats = self.stats
+        start = time.perf_counter()
+        for record in self._parse():
+            stats.seconds += time.perf_counter() - start
+            yield record
+            start = time.perf_counter()
+        stats.seconds += time.perf_counter() - start
+
+    def _parse(self) -> Iterator[Record]:
         stats = self.stats
         seen_ids: set[str] = set()
         any_line = False
