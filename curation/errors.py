@@ -38,6 +38,3 @@ class StepFailed(CurateError):
 class VerifyError(CurateError):
     """A manifest does not match the files on disk or the ledger."""
 
-
-class GuardError(CurateError):
-    """A safety guard stopped the run (e.g. a step removed more than allowed)."""

@@ -6,7 +6,7 @@ naming the source, shard and step.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -129,9 +129,3 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
                                "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
     return dict(rows)
 
-
-def drop_reason_totals(rows: dict[str, list[dict]]) -> Counter:
-    c: Counter = Counter()
-    for d in rows.get("drops", []):
-        c[(d["step"], d["reason"])] += d["records"]
-    return c
