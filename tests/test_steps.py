@@ -150,3 +150,18 @@ def test_drop_from_keep_uses_given_reason():
     f = Odd(source="s")
     assert [r.id for r in f.run([Record(str(i), "s", "t") for i in range(4)])] == ["0", "2"]
     assert dict(f.stats.dropped) == {"odd_id": 2}
+
+
+def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
+    import shutil
+
+    from curation.errors import RecipeError
+    from curation.steps.filters import bundled_lid_model
+
+    shutil.copy(bundled_lid_model(), tmp_path / "lid.ftz")
+    cfg = schema.LanguageFilter(type="language", languages=["en"], model="lid.ftz")
+    f = LanguageFilter(cfg, source="s", base_dir=tmp_path)
+    assert [r.id for r in f.run([Record("en", "s", english_doc(1))])] == ["en"]
+    missing = schema.LanguageFilter(type="language", languages=["en"], model="nope.bin")
+    with pytest.raises(RecipeError, match=r"model file .*nope.bin not found"):
+        LanguageFilter(missing, source="s", base_dir=tmp_path)
