@@ -58,16 +58,18 @@ def _print_table(cols, rows) -> None:
 
 def _cmd_ledger(a) -> int:
     from curation.ledger import SCHEMAS, query
+    from curation.ledger.store import VIEWS
     ldir = Path(a.out) / "ledger"
     if a.sql:
         sqls = [a.sql]
     elif a.table:
         sqls = [f'SELECT * FROM "{a.table}"']
     else:
-        sqls = [f'SELECT * FROM "{t}"' for t in ("sources", "steps", "drops", "quarantine", "tokens")]
+        sqls = [f'SELECT * FROM "{t}"' for t in ("sources", "steps", "drops", "quarantine", "tokens", "mixture")]
     for sql in sqls:
-        if not a.sql and a.table and a.table not in SCHEMAS and a.table not in ("funnel", "drop_reasons"):
-            raise CurateError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}, funnel, drop_reasons")
+        if not a.sql and a.table and a.table not in SCHEMAS and a.table not in VIEWS:
+            raise CurateError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; "
+                              f"views: {', '.join(VIEWS)}")
         cols, rows = query(ldir, sql)
         if not a.sql:
             print(sql.split("FROM ")[1].strip('"'))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from curation.errors import VerifyError
 from curation.ledger.tables import count_tokens_by_modality
+from curation.mixture import StagePlan
 from curation.plan import Plan
 from curation.recipe import fingerprint, sha256_file
 from curation.runtime.files import atomic_write_json
@@ -28,35 +29,53 @@ def _rel(path: Path, start: Path) -> str:
     return os.path.relpath(path, start).replace(os.sep, "/")
 
 
-def build_manifests(plan: Plan, rows: dict, out: Path) -> list[Path]:
+def stage_fingerprint(stage, sources: list[dict]) -> str:
+    """Freezes a stage: its settings and, per source, name, planned epochs and tokens and shard hashes.
+
+    Adding, removing or re-weighting a source, or any change to a shard, gives a new fingerprint;
+    the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
+    return fingerprint({"stage": stage.model_dump(mode="json"),
+                        "sources": [[s["name"], s["epochs"], s["effective_tokens"],
+                                     [f["sha256"] for f in s["files"]]] for s in sources]})
+
+
+def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path) -> list[Path]:
+    """One manifest per training stage, frozen by a stage fingerprint over its source list and plan."""
     from curation.runtime.tasks import source_prefix
 
     r = plan.recipe.recipe
     mdir = out / "manifests"
     tokens = {t["source"]: t for t in rows["tokens"]}
+    shards = {}
+    for src in r.sources:
+        prefix = source_prefix(out, src.name)
+        shards[src.name] = (_rel(prefix, mdir), [
+            {"path": _rel(Path(f"{prefix}{ext}"), mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
+             "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")])
     written = []
-    for stage in r.stages:
+    for sp in stage_plans:
+        stage = sp.stage
         sources, blend = [], []
-        for src in r.sources:
-            prefix = source_prefix(out, src.name)
+        for row, src in zip(sp.rows, r.sources):
             t = tokens[src.name]
-            files = [{"path": _rel(Path(f"{prefix}{ext}"), mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
-                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")]
-            entry = {"name": src.name, "category": src.category, "license": src.license, "weight": src.weight,
-                     "prefix": _rel(prefix, mdir), "documents": t["documents"],
+            prefix, files = shards[src.name]
+            entry = {"name": src.name, "category": src.category, "license": src.license, "prefix": prefix,
+                     "documents": t["documents"],
                      "tokens": {"text": t["text_tokens"], "image": t["image_tokens"],
                                 "audio": t["audio_tokens"], "total": t["total_tokens"]},
+                     "epochs": row.epochs, "effective_tokens": row.effective_tokens, "share": row.share,
+                     "max_epochs": row.max_epochs, "exhausted_at_tokens": row.exhausted_at_tokens,
                      "files": files}
-            if src.weight > 0 and t["documents"] > 0:
-                blend += [src.weight, entry["prefix"]]
+            if row.effective_tokens > 0:
+                blend += [row.share, prefix]
             else:
-                entry["excluded"] = "weight 0" if src.weight == 0 else "no documents survived curation"
+                entry["excluded"] = row.excluded
             sources.append(entry)
-        stage_fp = fingerprint({"stage": stage.model_dump(mode="json"),
-                                "sources": [[s["name"], s["weight"], s["files"]] for s in sources]})
+        stage_fp = stage_fingerprint(stage, sources)
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
             "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
+            "budget_tokens": sp.budget_tokens, "samples": sp.budget_tokens // stage.seq_length,
             "vocabulary": {"id": plan.vocab.id, "sha256": plan.vocab.sha256, "size": plan.vocab.size,
                            "padded_size": plan.vocab.padded_size, "eod": plan.vocab.eod_id,
                            "pad": plan.vocab.pad_id,
@@ -64,8 +83,10 @@ def build_manifests(plan: Plan, rows: dict, out: Path) -> list[Path]:
                            "reserved": plan.vocab.reserved},
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
             "sources": sources, "blend": blend,
+            "flags": [f for f in sp.flags],
             "totals": {"documents": sum(s["documents"] for s in sources),
-                       "tokens": sum(s["tokens"]["total"] for s in sources)},
+                       "tokens": sum(s["tokens"]["total"] for s in sources),
+                       "effective_tokens": sum(s["effective_tokens"] for s in sources)},
         }
         path = mdir / f"{stage.name}.json"
         atomic_write_json(path, manifest)
@@ -83,6 +104,37 @@ def load_manifest(path: Path) -> dict:
     if m.get("format") != FORMAT:
         raise VerifyError(f"{path}: format {m.get('format')!r} is not {FORMAT!r}")
     return m
+
+
+def _check_mixture(m: dict, ledger_dir: Path) -> list[str]:
+    """Shares recompute from effective tokens, the blend is those shares, and the ledger agrees."""
+    from curation.ledger import query
+
+    problems = []
+    total = sum(s["effective_tokens"] for s in m["sources"])
+    want_blend = []
+    for s in m["sources"]:
+        share = s["effective_tokens"] / total if total else 0.0
+        if abs(share - s["share"]) > 1e-6:
+            problems.append(f"{s['name']}: share {s['share']} does not recompute from effective tokens ({share:.9f})")
+        if s["effective_tokens"] > 0:
+            want_blend += [s["share"], s["prefix"]]
+    if m["blend"] != want_blend:
+        problems.append(f"blend {m['blend']} is not the sources' shares {want_blend}")
+    try:
+        cols, rows = query(ledger_dir, "SELECT source, epochs, effective_tokens, share FROM mixture WHERE run = "
+                           f"'{m['recipe_fingerprint']}' AND stage = '{m['stage']}'")
+    except Exception as e:  # noqa: BLE001
+        return problems + [f"ledger mixture table: {e}"]
+    ledger = {r[0]: r[1:] for r in rows}
+    for s in m["sources"]:
+        got = ledger.get(s["name"])
+        if got is None:
+            problems.append(f"{s['name']}: no mixture row in the ledger for stage {m['stage']}")
+        elif (got[0], got[1], got[2]) != (s["epochs"], s["effective_tokens"], s["share"]):
+            problems.append(f"{s['name']}: ledger mixture (epochs {got[0]}, effective {got[1]}, share {got[2]}) "
+                            f"differs from the manifest ({s['epochs']}, {s['effective_tokens']}, {s['share']})")
+    return problems
 
 
 def megatron_blend(manifest_path: Path) -> list:
@@ -146,10 +198,7 @@ def verify_manifest(path: Path) -> list[str]:
                     problems.append(f"{name}: {k} = {got[k]} in the shard, ledger says {lwant[k]}")
         ok.append(f"{name}: {counts['documents']} documents, {counts['total']} tokens, "
                   f"{len(src['files'])} files match")
-    listed = {p for p in m["blend"][1::2]}
-    for p in listed:
-        if p not in {s["prefix"] for s in m["sources"]}:
-            problems.append(f"blend names {p}, which is not a source prefix in this manifest")
+    problems += _check_mixture(m, ledger_dir)
     if problems:
         raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     return ok

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from curation.ledger import build_rows, write_ledger
 from curation.manifests import build_manifests
+from curation.mixture import ledger_rows as mixture_ledger_rows
+from curation.mixture import plan_recipe
 from curation.plan import Node, Plan, build_plan
 from curation.recipe import load_recipe
 from curation.runtime import tasks
@@ -69,10 +71,16 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         phase(rt, plan.merge, tasks.run_merge)
 
     rows = build_rows(plan, markers, out)
+    tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
+    docs = {t["source"]: t["documents"] for t in rows["tokens"]}
+    stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs)
+    rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     write_ledger(rows, out / "ledger")
-    manifests = build_manifests(plan, rows, out)
+    manifests = build_manifests(plan, stage_plans, rows, out)
     from curation.report import write_report
     report = write_report(rows, out)
+    for flag in rows["mixture_flags"]:
+        print(f"warning: stage {flag['stage']}: {flag['kind']}: {flag['message']}", file=sys.stderr)
     if progress:
         print(f"done: {counts['executed']} task(s) run, {counts['skipped']} already complete", file=sys.stderr)
     return RunResult(out, plan, rows, manifests, report, counts["executed"], counts["skipped"])

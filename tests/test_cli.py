@@ -41,7 +41,7 @@ def test_verify_of_missing_manifest_exits_2(tmp_path, capsys):
 @pytest.mark.slow
 def test_ledger_verify_and_report_commands(demo_run, capsys):
     out = demo_run.out
-    assert main(["verify", str(out / "manifests" / "pretrain.json")]) == 0
+    assert main(["verify", str(out / "manifests" / "stage1.json")]) == 0
     assert "verified" in capsys.readouterr().out
     assert main(["ledger", str(out), "--sql", "SELECT source, total_tokens FROM tokens ORDER BY source"]) == 0
     text = capsys.readouterr().out

@@ -3,7 +3,8 @@
 Each table is `<out>/ledger/<table>.parquet` (sorted rows, fixed schema, so the same run
 writes the same bytes) and the same data as a table in `ledger.duckdb`, plus views:
 - `funnel`: per source, records read, kept and tokens,
-- `drop_reasons`: drops and quarantines by source, step and reason in one list.
+- `drop_reasons`: drops and quarantines by source, step and reason in one list,
+- `category_shares`: per stage and category, effective tokens and share against the target.
 """
 from __future__ import annotations
 
@@ -35,6 +36,22 @@ SCHEMAS: dict[str, pa.Schema] = {
     "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("documents", pa.int64()),
                          ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                          ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
+    "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
+                         ("budget_tokens", pa.int64())]),
+    "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
+                          ("category", pa.string()), ("raw_tokens", pa.int64()), ("documents", pa.int64()),
+                          ("epochs", pa.float64()), ("effective_tokens", pa.int64()), ("share", pa.float64()),
+                          ("target_share", pa.float64()), ("max_epochs", pa.float64()),
+                          ("exhausted_at_tokens", pa.int64()), ("excluded", pa.string())]),
+    "mixture_flags": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
+                                ("kind", pa.string()), ("message", pa.string())]),
+    # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
+    "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
+                                  ("original", pa.int64()), ("removed", pa.int64()), ("final", pa.int64()),
+                                  ("pct_removed", pa.float64())]),
+    "consumed": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
+                           ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
+                           ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
 }
 
 VIEWS = {
@@ -47,6 +64,10 @@ VIEWS = {
         SELECT source, step, reason, records, 'dropped' AS kind FROM drops
         UNION ALL SELECT source, step, reason, records, 'quarantined' FROM quarantine
         ORDER BY source, records DESC, step, reason""",
+    "category_shares": """
+        SELECT stage, category, sum(effective_tokens) AS effective_tokens, sum(share) AS share,
+               max(target_share) AS target_share
+        FROM mixture GROUP BY stage, category ORDER BY stage, category""",
 }
 
 

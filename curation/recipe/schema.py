@@ -143,6 +143,7 @@ class Source(Strict):
     category: str = "uncategorised"
     license: str = "unknown"
     weight: float = Field(default=1.0, ge=0)
+    max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
 
@@ -156,9 +157,41 @@ class Dedup(Strict):
     exact: ExactDedup | None = ExactDedup()
 
 
+class MixtureEntry(Strict):
+    """How one source enters one stage: a blending weight or a fixed epoch count (0 = excluded)."""
+    weight: float | None = Field(default=None, ge=0)
+    epochs: float | None = Field(default=None, ge=0)
+    max_epochs: float | None = Field(default=None, ge=0)  # overrides the source's max_epochs here
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.weight is None) == (self.epochs is None):
+            raise ValueError("give exactly one of weight: or epochs:")
+        return self
+
+
 class Stage(Strict):
+    """A training stage. Without `mixture`, every source enters with its own `weight`.
+
+    `budget_tokens` is in tokens of our vocabulary, all modalities counted. Sources with
+    `epochs` take epochs × their tokens; sources with `weight` share what is left of the
+    budget in proportion to their weights. A source missing from `mixture` keeps a zero-epoch row.
+    """
     name: str = Field(pattern=NAME_PATTERN)
     seq_length: int = Field(default=4096, ge=16)
+    budget_tokens: int | None = Field(default=None, ge=1)
+    mixture: dict[str, MixtureEntry] | None = None
+    category_targets: dict[str, float] = {}
+
+    @field_validator("category_targets")
+    @classmethod
+    def _targets(cls, targets: dict[str, float]) -> dict[str, float]:
+        for cat, share in targets.items():
+            if not 0 <= share <= 1:
+                raise ValueError(f"target share of {cat!r} must be within 0..1, got {share}")
+        if sum(targets.values()) > 1 + 1e-9:
+            raise ValueError(f"category targets add up to {sum(targets.values()):.3f} > 1")
+        return targets
 
 
 class Recipe(Strict):
@@ -187,3 +220,21 @@ class Recipe(Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"stage names must be unique, got {names}")
         return stages
+
+    @model_validator(mode="after")
+    def _stage_references(self):
+        names = {s.name for s in self.sources}
+        categories = {s.category for s in self.sources}
+        for st in self.stages:
+            unknown = sorted(set(st.mixture or {}) - names)
+            if unknown:
+                raise ValueError(f"stage {st.name!r} mixes unknown source(s) {unknown}; sources: {sorted(names)}")
+            bad = sorted(set(st.category_targets) - categories)
+            if bad:
+                raise ValueError(f"stage {st.name!r} targets unknown categor(ies) {bad}; "
+                                 f"categories: {sorted(categories)}")
+            entries = st.mixture.values() if st.mixture else [None]
+            weighted = st.mixture is None or any(e.weight is not None for e in entries)
+            if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
+                raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
+        return self

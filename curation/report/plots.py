@@ -36,3 +36,31 @@ def funnel_plot(rows: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def composition_plot(rows: dict, path: Path) -> Path:
+    """Effective tokens of each stage, stacked by source and coloured by category."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [s["stage"] for s in rows["stages"]]
+    sources = [s["source"] for s in rows["sources"]]
+    eff = {(m["stage"], m["source"]): m["effective_tokens"] for m in rows["mixture"]}
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.7 * len(stages)))
+    left = [0] * len(stages)
+    for i, src in enumerate(sources):
+        vals = [eff.get((st, src), 0) for st in stages]
+        ax.barh(stages, vals, left=left, color=f"C{i}", label=src)
+        for j, v in enumerate(vals):
+            if v:
+                ax.text(left[j] + v / 2, j, f"{src}\n{v:,}", ha="center", va="center", fontsize=7, color="white")
+        left = [a + b for a, b in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_xlabel("effective tokens")
+    ax.set_title("Composition by stage")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path

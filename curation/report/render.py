@@ -9,7 +9,7 @@ import html
 import re
 from pathlib import Path
 
-from curation.report.plots import funnel_plot
+from curation.report.plots import composition_plot, funnel_plot
 from curation.runtime.files import atomic_write_bytes
 
 
@@ -51,7 +51,9 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     reasons.sort(key=lambda r: (order[r[0]], -r[4], r[1], r[2]))
     toks = [[t["source"], t["documents"], t["text_tokens"], t["image_tokens"], t["audio_tokens"],
              t["total_tokens"]] for t in rows["tokens"]]
+    mixture = _mixture_sections(rows)
     return [
+        *mixture,
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                  "token share", "weight"], summary)),
@@ -64,6 +66,44 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     ]
 
 
+def _fmt_tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    """Per stage: the per-source table in Soofi S Appendix B form, then category shares and flags."""
+    out = []
+    flags = rows.get("mixture_flags", [])
+    for st in rows.get("stages", []):
+        name = st["stage"]
+        mix = [m for m in rows["mixture"] if m["stage"] == name]
+        body = []
+        for m in mix:
+            note = m["excluded"] or (f"runs out at token {m['exhausted_at_tokens']:,}"
+                                     if m["exhausted_at_tokens"] is not None else "")
+            body.append([m["source"], m["category"], m["raw_tokens"], f"{m['epochs']:.2f}", m["effective_tokens"],
+                         f"{100 * m['share']:.2f}%", note])
+        body.append(["total", "", sum(m["raw_tokens"] for m in mix), "", sum(m["effective_tokens"] for m in mix),
+                     "100.00%" if any(m["effective_tokens"] for m in mix) else "0.00%", ""])
+        out.append((f"Stage {name}: mixture",
+                    f"Budget {st['budget_tokens']:,} tokens at sequence length {st['seq_length']:,}. Raw = tokens in "
+                    f"the shards; Ep. = epochs; Eff. = Raw × Ep.; Share = of the stage's effective tokens. "
+                    f"Zero-epoch rows are kept.",
+                    _table(["source", "category", "raw", "ep.", "eff.", "share", "note"], body)))
+        cats: dict[str, list] = {}
+        for m in mix:
+            c = cats.setdefault(m["category"], [m["category"], 0, 0.0, m["target_share"]])
+            c[1] += m["effective_tokens"]
+            c[2] += m["share"]
+        cbody = [[c[0], c[1], f"{100 * c[2]:.2f}%", "" if c[3] is None else f"{100 * c[3]:.2f}%"]
+                 for c in cats.values()]
+        notes = [f"{f['kind']}: {f['message']}" for f in flags if f["stage"] == name]
+        out.append((f"Stage {name}: categories",
+                    "Flags: " + ("; ".join(notes) if notes else "none") + ".",
+                    _table(["category", "effective tokens", "share", "target"], cbody)))
+    return out
+
+
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}th,td{border:1px solid #ccc;padding:3px 8px}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}code{background:#f4f4f4}
@@ -74,14 +114,19 @@ def write_report(rows: dict, out: Path) -> Path:
     """Write `<out>/reports/report.{md,html}` and `funnel.png` from the ledger rows of one run."""
     rdir = out / "reports"
     png = funnel_plot(rows, rdir / "funnel.png")
+    comp = composition_plot(rows, rdir / "composition.png") if rows.get("stages") else None
     run = rows["runs"][0]
     head = (f"Recipe `{run['recipe']}`, fingerprint `{run['run']}`, vocabulary `{run['vocabulary']}`, "
             f"stages: {run['stages']}. Manifests in `manifests/`, ledger in `ledger/` "
             f"(query with `curate ledger <out>`).")
     sections = _sections(rows)
     md = [f"# Curation report: {run['recipe']}", "", head, "", f"![records and tokens]({png.name})", ""]
+    if comp:
+        md += [f"![composition by stage]({comp.name})", ""]
     body = [f"<h1>Curation report: {html.escape(run['recipe'])}</h1>", f"<p class='meta'>{_inline(head)}</p>",
             f"<img src='{png.name}' alt='records through the pipeline and tokens per source'>"]
+    if comp:
+        body.append(f"<img src='{comp.name}' alt='composition of each stage by category and source'>")
     for title, note, (tmd, thtml) in sections:
         md += [f"## {title}", "", note, "", tmd, ""]
         body += [f"<h2>{html.escape(title)}</h2>", f"<p>{_inline(note)}</p>", thtml]
