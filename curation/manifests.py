@@ -16,10 +16,13 @@ from pathlib import Path
 
 from curation.errors import VerifyError
 from curation.ledger.tables import count_tokens_by_modality
+from curation.merkle import ledger_digests, manifest_leaves, merkle_root
 from curation.mixture import StagePlan
 from curation.plan import Plan
 from curation.recipe import fingerprint, sha256_file
+from curation.shards import read_index
 from curation.runtime.files import atomic_write_json
+from curation.sampling import plan_seed, read_plan, sample_counts, write_plan
 from curation.vocab import Block
 
 FORMAT = "curate-manifest/1"
@@ -72,6 +75,12 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
                 entry["excluded"] = row.excluded
             sources.append(entry)
         stage_fp = stage_fingerprint(stage, sources)
+        for entry, row in zip(sources, sp.rows):
+            if row.effective_tokens > 0:
+                plan_path = mdir / "plans" / stage.name / f"{entry['name']}.npy"
+                sampling = write_plan(out / "tokenized" / entry["name"] / entry["name"], row.epochs,
+                                      plan_seed(stage_fp, entry["name"]), plan_path)
+                entry["plan"] = {"path": _rel(plan_path, mdir), **sampling}
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
             "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
@@ -84,10 +93,12 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
             "sources": sources, "blend": blend,
             "flags": [f for f in sp.flags],
+            "ledger_tables": ledger_digests(out / "ledger"),
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
                        "effective_tokens": sum(s["effective_tokens"] for s in sources)},
         }
+        manifest["merkle_root"] = merkle_root(manifest_leaves(manifest))
         path = mdir / f"{stage.name}.json"
         atomic_write_json(path, manifest)
         written.append(path)
@@ -104,6 +115,37 @@ def load_manifest(path: Path) -> dict:
     if m.get("format") != FORMAT:
         raise VerifyError(f"{path}: format {m.get('format')!r} is not {FORMAT!r}")
     return m
+
+
+def _check_merkle(m: dict, ledger_dir: Path) -> list[str]:
+    problems = []
+    digests = ledger_digests(ledger_dir)
+    for table, digest in m["ledger_tables"].items():
+        if digests.get(table) != digest:
+            problems.append(f"ledger table {table!r} changed since the manifest was written")
+    if merkle_root(manifest_leaves(m)) != m["merkle_root"]:
+        problems.append(f"merkle root {m['merkle_root']} does not recompute from the manifest's files and tables")
+    return problems
+
+
+def _check_plans(m: dict, base: Path) -> list[str]:
+    """Each sampling plan is the file the manifest names and recomputes from its seed."""
+    problems = []
+    for s in m["sources"]:
+        plan = s.get("plan")
+        if plan is None:
+            if s["effective_tokens"] > 0:
+                problems.append(f"{s['name']}: planned {s['effective_tokens']} tokens but has no sampling plan")
+            continue
+        path = base / plan["path"]
+        if not path.is_file() or sha256_file(path) != plan["sha256"]:
+            problems.append(f"{s['name']}: sampling plan {path} is missing or changed")
+            continue
+        _, lengths, _, _ = read_index(base / f"{s['prefix']}.idx")
+        expected = sample_counts(lengths, s["epochs"], plan["seed"])
+        if not (read_plan(path) == expected).all():
+            problems.append(f"{s['name']}: sampling plan does not recompute from its seed {plan['seed']}")
+    return problems
 
 
 def _check_mixture(m: dict, ledger_dir: Path) -> list[str]:
@@ -199,6 +241,8 @@ def verify_manifest(path: Path) -> list[str]:
         ok.append(f"{name}: {counts['documents']} documents, {counts['total']} tokens, "
                   f"{len(src['files'])} files match")
     problems += _check_mixture(m, ledger_dir)
+    problems += _check_plans(m, base)
+    problems += _check_merkle(m, ledger_dir)
     if problems:
         raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     return ok

@@ -33,7 +33,7 @@ def _ledger_rows(out: Path) -> dict[str, list[dict]]:
 
 def test_demo_run_verifies_and_balances(demo_run):
     out = demo_run.out
-    assert sorted(p.name for p in (out / "manifests").iterdir()) == ["cooldown.json", "stage1.json"]
+    assert sorted(p.name for p in (out / "manifests").glob("*.json")) == ["cooldown.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
     lines = verify_manifest(manifest)
     assert len(lines) == 3
@@ -52,7 +52,8 @@ def test_demo_run_verifies_and_balances(demo_run):
     assert all(0 < f[2] < f[1] for f in funnel.values())
     drops = query(out / "ledger", "SELECT DISTINCT step FROM drops")[1]
     assert {"language", "gopher_quality", "gopher_repetition", "length"} <= {d[0] for d in drops}
-    assert (out / "reports" / "report.html").stat().st_size > 2000
+    assert (out / "reports" / "index.html").stat().st_size > 2000
+    assert (out / "reports" / "flow.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
 
 

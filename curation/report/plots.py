@@ -64,3 +64,47 @@ def composition_plot(rows: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def flow_plot(rows: dict, path: Path) -> Path:
+    """A mixture flow diagram: each stage a column of category shares, bands joining a category across stages."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [s["stage"] for s in rows["stages"]]
+    categories = list(dict.fromkeys(s["category"] for s in rows["sources"]))
+    share = {(st, c): 0.0 for st in stages for c in categories}
+    for m in rows["mixture"]:
+        share[(m["stage"], m["category"])] += m["share"]
+    fig, ax = plt.subplots(figsize=(2.2 + 2.4 * len(stages), 4.2))
+    width, gap = 0.35, 0.01
+    palette = plt.get_cmap("Set2")  # categories get their own colours, distinct from the per-source ones
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
+    for x, st in enumerate(stages):
+        bottom = 0.0
+        for i, c in enumerate(categories):
+            h = share[(st, c)]
+            ax.bar(x, h, width, bottom=bottom, color=palette(i % 8), edgecolor="white")
+            if h > 0.04:
+                ax.text(x, bottom + h / 2, f"{c}\n{100 * h:.1f}%", ha="center", va="center", fontsize=7)
+            spans[(st, c)] = (bottom, bottom + h)
+            bottom += h + gap
+    for x in range(len(stages) - 1):
+        for i, c in enumerate(categories):
+            (a0, a1), (b0, b1) = spans[(stages[x], c)], spans[(stages[x + 1], c)]
+            if a1 - a0 <= 0 and b1 - b0 <= 0:
+                continue
+            xs = [x + width / 2, x + 1 - width / 2]
+            ax.fill_between(xs, [a0, b0], [a1, b1], color=palette(i % 8), alpha=0.35, linewidth=0)
+    ax.set_xticks(range(len(stages)), [f"{st}\n{s['budget_tokens']:,} tokens" for st, s in
+                                       zip(stages, rows["stages"])], fontsize=8)
+    ax.set_ylabel("share of the stage's effective tokens")
+    ax.set_title("Mixture flow across stages (by category)")
+    ax.set_ylim(0, 1 + gap * len(categories))
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path

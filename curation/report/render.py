@@ -9,7 +9,7 @@ import html
 import re
 from pathlib import Path
 
-from curation.report.plots import composition_plot, funnel_plot
+from curation.report.plots import composition_plot, flow_plot, funnel_plot
 from curation.runtime.files import atomic_write_bytes
 
 
@@ -74,6 +74,22 @@ def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     """Per stage: the per-source table in Soofi S Appendix B form, then category shares and flags."""
     out = []
     flags = rows.get("mixture_flags", [])
+    by_mod = {t["source"]: t for t in rows["tokens"]}
+    modal = []
+    for st in rows.get("stages", []):
+        eff = {"text": 0.0, "image": 0.0, "audio": 0.0}
+        for m in rows["mixture"]:
+            if m["stage"] == st["stage"]:
+                for k in eff:
+                    eff[k] += m["epochs"] * by_mod[m["source"]][f"{k}_tokens"]
+        total = sum(eff.values()) or 1.0
+        modal.append([st["stage"], *[f"{eff[k]:,.0f} ({100 * eff[k] / total:.1f}%)" for k in eff],
+                      f"{sum(eff.values()):,.0f}"])
+    if modal:
+        out.append(("Token budget per modality and stage",
+                    "Effective tokens (repetition included) per modality, with the within-stage share, as in "
+                    "Apertus 1.5 Table 3; paired captions and transcripts count with their modality.",
+                    _table(["stage", "text", "image", "audio", "total"], modal)))
     for st in rows.get("stages", []):
         name = st["stage"]
         mix = [m for m in rows["mixture"] if m["stage"] == name]
@@ -111,10 +127,12 @@ img{max-width:100%}.meta{color:#555}"""
 
 
 def write_report(rows: dict, out: Path) -> Path:
-    """Write `<out>/reports/report.{md,html}` and `funnel.png` from the ledger rows of one run."""
+    """Write `<out>/reports/index.html`, its Markdown twin `report.md` and the plots, from the ledger rows."""
     rdir = out / "reports"
     png = funnel_plot(rows, rdir / "funnel.png")
-    comp = composition_plot(rows, rdir / "composition.png") if rows.get("stages") else None
+    staged = bool(rows.get("stages"))
+    comp = composition_plot(rows, rdir / "composition.png") if staged else None
+    flow = flow_plot(rows, rdir / "flow.png") if staged else None
     run = rows["runs"][0]
     head = (f"Recipe `{run['recipe']}`, fingerprint `{run['run']}`, vocabulary `{run['vocabulary']}`, "
             f"stages: {run['stages']}. Manifests in `manifests/`, ledger in `ledger/` "
@@ -122,10 +140,11 @@ def write_report(rows: dict, out: Path) -> Path:
     sections = _sections(rows)
     md = [f"# Curation report: {run['recipe']}", "", head, "", f"![records and tokens]({png.name})", ""]
     if comp:
-        md += [f"![composition by stage]({comp.name})", ""]
+        md += [f"![mixture flow across stages]({flow.name})", "", f"![composition by stage]({comp.name})", ""]
     body = [f"<h1>Curation report: {html.escape(run['recipe'])}</h1>", f"<p class='meta'>{_inline(head)}</p>",
             f"<img src='{png.name}' alt='records through the pipeline and tokens per source'>"]
     if comp:
+        body.append(f"<img src='{flow.name}' alt='mixture flow across stages by category'>")
         body.append(f"<img src='{comp.name}' alt='composition of each stage by category and source'>")
     for title, note, (tmd, thtml) in sections:
         md += [f"## {title}", "", note, "", tmd, ""]
@@ -133,5 +152,5 @@ def write_report(rows: dict, out: Path) -> Path:
     atomic_write_bytes(rdir / "report.md", "\n".join(md).encode())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>curate report: {html.escape(run['recipe'])}"
             f"</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
-    atomic_write_bytes(rdir / "report.html", page.encode())
-    return rdir / "report.html"
+    atomic_write_bytes(rdir / "index.html", page.encode())
+    return rdir / "index.html"
