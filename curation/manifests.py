@@ -14,15 +14,17 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 from curation.errors import VerifyError
 from curation.ledger.tables import count_tokens_by_modality
 from curation.merkle import ledger_digests, manifest_leaves, merkle_root
 from curation.mixture import StagePlan
 from curation.plan import Plan
 from curation.recipe import fingerprint, sha256_file
-from curation.shards import read_index
 from curation.runtime.files import atomic_write_json
-from curation.sampling import plan_seed, read_plan, sample_counts, write_plan
+from curation.sampling import plan_seed, read_plan, sample_counts, save_array, save_counts
+from curation.shards import read_index
 from curation.vocab import Block
 
 FORMAT = "curate-manifest/1"
@@ -75,12 +77,29 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
                 entry["excluded"] = row.excluded
             sources.append(entry)
         stage_fp = stage_fingerprint(stage, sources)
+        lc = sp.long_context
         for entry, row in zip(sources, sp.rows):
             if row.effective_tokens > 0:
                 plan_path = mdir / "plans" / stage.name / f"{entry['name']}.npy"
-                sampling = write_plan(out / "tokenized" / entry["name"] / entry["name"], row.epochs,
-                                      plan_seed(stage_fp, entry["name"]), plan_path)
-                entry["plan"] = {"path": _rel(plan_path, mdir), **sampling}
+                _, lengths, _, _ = read_index(out / "tokenized" / entry["name"] / f"{entry['name']}.idx")
+                if lc is not None:
+                    kind, seed, counts = "selection", None, lc.counts[entry["name"]]
+                else:
+                    kind, seed = "epochs", plan_seed(stage_fp, entry["name"])
+                    counts = sample_counts(lengths, row.epochs, seed)
+                entry["plan"] = {"path": _rel(plan_path, mdir), "kind": kind, "seed": seed,
+                                 **save_counts(plan_path, counts, lengths)}
+        long_context = None
+        if lc is not None:
+            pack_path = mdir / "plans" / stage.name / "packing.npy"
+            pack = save_array(pack_path, lc.packing)
+            long_context = {
+                "buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
+                             "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
+                             "documents": b.documents} for b in lc.buckets],
+                "sequences": lc.sequences, "fill": round(lc.fill, 6),
+                "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
+                            "columns": ["source index", "document index", "sequence"]}}
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
             "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
@@ -93,6 +112,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
             "sources": sources, "blend": blend,
             "flags": [f for f in sp.flags],
+            "long_context": long_context,
             "ledger_tables": ledger_digests(out / "ledger"),
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
@@ -142,9 +162,12 @@ def _check_plans(m: dict, base: Path) -> list[str]:
             problems.append(f"{s['name']}: sampling plan {path} is missing or changed")
             continue
         _, lengths, _, _ = read_index(base / f"{s['prefix']}.idx")
-        expected = sample_counts(lengths, s["epochs"], plan["seed"])
-        if not (read_plan(path) == expected).all():
-            problems.append(f"{s['name']}: sampling plan does not recompute from its seed {plan['seed']}")
+        counts = read_plan(path)
+        if plan["kind"] == "epochs":
+            if not (counts == sample_counts(lengths, s["epochs"], plan["seed"])).all():
+                problems.append(f"{s['name']}: sampling plan does not recompute from its seed {plan['seed']}")
+        elif int((counts.astype(np.int64) * lengths).sum()) != s["effective_tokens"]:
+            problems.append(f"{s['name']}: selected documents hold a different number of tokens than planned")
     return problems
 
 

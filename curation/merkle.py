@@ -38,5 +38,8 @@ def ledger_digests(ledger_dir: Path) -> dict[str, str]:
 def manifest_leaves(manifest: dict) -> list[str]:
     leaves = [f"{f['path']}:{f['sha256']}" for s in manifest["sources"] for f in s["files"]]
     leaves += [f"{s['plan']['path']}:{s['plan']['sha256']}" for s in manifest["sources"] if "plan" in s]
+    if manifest.get("long_context"):
+        pack = manifest["long_context"]["packing"]
+        leaves.append(f"{pack['path']}:{pack['sha256']}")
     leaves += [f"ledger/{t}:{d}" for t, d in manifest["ledger_tables"].items()]
     return leaves

@@ -18,8 +18,12 @@ Flags, raised before anything trains:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
+from curation.longcontext import LongContextPlan, plan_long_context
 from curation.recipe.schema import MixtureEntry, Recipe, Source, Stage
 
 EPS = 1e-9
@@ -50,6 +54,7 @@ class StagePlan:
     budget_tokens: int
     rows: list[MixtureRow]
     flags: list[dict] = field(default_factory=list)
+    long_context: LongContextPlan | None = None  # for long-context stages: buckets, selection, packing
 
     def categories(self) -> list[dict]:
         out: dict[str, dict] = {}
@@ -148,8 +153,45 @@ def plan_stage(stage: Stage, sources: list[Source], tokens: dict[str, int], docu
     return StagePlan(stage, int(budget), rows, flags)
 
 
-def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int]) -> list[StagePlan]:
-    return [plan_stage(st, recipe.sources, tokens, documents) for st in recipe.stages]
+def plan_long_context_stage(stage: Stage, sources: list[Source], tokens: dict[str, int],
+                            documents: dict[str, int], lengths: dict[str, np.ndarray]) -> StagePlan:
+    lc = stage.long_context
+    order = [s.name for s in sources]
+    used = [s for s in order if s in lc.priority or s in lc.top_up]
+    plan = plan_long_context(stage.name, stage.seq_length, lc.buckets, lc.targets, lc.priority, lc.top_up,
+                             {s: lengths[s] for s in used}, order)
+    selected = {s: int((plan.counts[s].astype(np.int64) * lengths[s]).sum()) if s in plan.counts else 0
+                for s in order}
+    total = sum(selected.values())
+    rows = []
+    for s in sources:
+        raw = tokens[s.name]
+        eff = selected[s.name]
+        short = any(b.realised_tokens < b.target_tokens for b in plan.buckets)
+        excluded = None if eff else ("not in this stage's priority or top_up" if s.name not in used
+                                     else "no documents of a bucket's length" if short
+                                     else "not needed: earlier sources filled the buckets")
+        rows.append(MixtureRow(stage.name, s.name, s.category, raw, documents[s.name],
+                               round(eff / raw, 6) if raw else 0.0, eff, round(eff / total, 9) if total else 0.0,
+                               None, s.max_epochs, None, excluded))
+    flags = [{"stage": stage.name, "source": None, "kind": "bucket_short",
+              "message": f"bucket ({b.lower}, {b.upper}] reached {b.realised_tokens:,} of {b.target_tokens:,} "
+                         f"tokens ({b.topup_tokens:,} from top-up)"}
+             for b in plan.buckets if b.realised_tokens < b.target_tokens]
+    return StagePlan(stage, total, rows, flags, plan)
+
+
+def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int],
+                lengths: Callable[[str], np.ndarray] | None = None) -> list[StagePlan]:
+    """Plan every stage; `lengths(source)` gives per-document token counts (long-context stages need it)."""
+    plans = []
+    for st in recipe.stages:
+        if st.long_context is not None:
+            plans.append(plan_long_context_stage(st, recipe.sources, tokens, documents,
+                                                 {s.name: lengths(s.name) for s in recipe.sources}))
+        else:
+            plans.append(plan_stage(st, recipe.sources, tokens, documents))
+    return plans
 
 
 def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
@@ -159,4 +201,10 @@ def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
         "mixture_flags": [{"run": run, **f} for p in plans for f in p.flags],
         "stages": [{"run": run, "stage": p.stage.name, "seq_length": p.stage.seq_length,
                     "budget_tokens": p.budget_tokens} for p in plans],
+        "buckets": [{"run": run, "stage": b.stage, "bucket": b.bucket, "lower": b.lower, "upper": b.upper,
+                     "target_tokens": b.target_tokens, "filled_tokens": b.filled_tokens,
+                     "topup_tokens": b.topup_tokens, "realised_tokens": b.realised_tokens,
+                     "documents": b.documents,
+                     "sources": ", ".join(f"{k}={v}" for k, v in b.by_source.items())}
+                    for p in plans if p.long_context for b in p.long_context.buckets],
     }

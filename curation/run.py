@@ -14,6 +14,7 @@ from curation.recipe import load_recipe
 from curation.runtime import tasks
 from curation.runtime.files import read_marker
 from curation.runtime.ray_runtime import RayRuntime
+from curation.shards import read_index
 from curation.vocab import Vocabulary
 
 
@@ -73,7 +74,8 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     rows = build_rows(plan, markers, out)
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}
-    stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs)
+    stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
+                              lengths=lambda s: read_index(Path(f"{tasks.source_prefix(out, s)}.idx"))[1])
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     write_ledger(rows, out / "ledger")
     manifests = build_manifests(plan, stage_plans, rows, out)

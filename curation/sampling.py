@@ -5,7 +5,8 @@ epoch is filled with whole documents in a shuffled order until its token share i
 shuffle is seeded from the stage fingerprint and the source name, so the same frozen stage always
 gives the same plan, and a changed source list (a new fingerprint) gives a new one, never a
 silently shifted old one. A plan is an int32 array of repeat counts per document, in shard order,
-saved as `.npy` beside the manifest and referenced (with its sha256) from it.
+saved as `.npy` beside the manifest and referenced (with its sha256) from it. Long-context
+stages select documents by length bucket instead (`curation.longcontext`); their plans hold 0/1.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.shards import read_index
 
 
 def plan_seed(stage_fingerprint: str, source: str) -> int:
@@ -39,18 +39,22 @@ def sample_counts(lengths: np.ndarray, epochs: float, seed: int) -> np.ndarray:
     return counts
 
 
-def write_plan(prefix: Path, epochs: float, seed: int, path: Path) -> dict:
-    """Write the plan for the shard at `prefix`; returns the manifest entry (without the relative path)."""
-    _, lengths, _, _ = read_index(Path(f"{prefix}.idx"))
-    counts = sample_counts(lengths, epochs, seed)
+def save_array(path: Path, array: np.ndarray) -> dict:
+    """Write an array as `.npy` atomically (no pickling); returns {"sha256": ...}."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        np.save(f, counts, allow_pickle=False)
+        np.save(f, array, allow_pickle=False)
     tmp.replace(path)
-    return {"seed": seed, "documents": int(np.count_nonzero(counts)), "samples": int(counts.sum()),
-            "tokens": int((counts.astype(np.int64) * lengths).sum()),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def save_counts(path: Path, counts: np.ndarray, lengths: np.ndarray) -> dict:
+    """Write a plan (repeat count per document); returns its summary for the manifest."""
+    counts = np.asarray(counts, dtype=np.int32)
+    return {"documents": int(np.count_nonzero(counts)), "samples": int(counts.sum()),
+            "tokens": int((counts.astype(np.int64) * np.asarray(lengths, dtype=np.int64)).sum()),
+            **save_array(path, counts)}
 
 
 def read_plan(path: Path) -> np.ndarray:

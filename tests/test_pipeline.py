@@ -33,11 +33,16 @@ def _ledger_rows(out: Path) -> dict[str, list[dict]]:
 
 def test_demo_run_verifies_and_balances(demo_run):
     out = demo_run.out
-    assert sorted(p.name for p in (out / "manifests").glob("*.json")) == ["cooldown.json", "stage1.json"]
+    assert sorted(p.name for p in (out / "manifests").glob("*.json")) == [
+        "cooldown.json", "long-context-4k.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
     lines = verify_manifest(manifest)
     assert len(lines) == 3
     verify_manifest(out / "manifests" / "cooldown.json")
+    lc = json.loads((out / "manifests" / "long-context-4k.json").read_text())
+    verify_manifest(out / "manifests" / "long-context-4k.json")
+    assert [b["upper"] for b in lc["long_context"]["buckets"]] == [1024, 2048, 4096]
+    assert lc["long_context"]["buckets"][-1]["topup_tokens"] > 0 and lc["long_context"]["fill"] > 0.9
     m = json.loads(manifest.read_text())
     assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == demo_run.plan.recipe.fingerprint
     assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]

@@ -45,6 +45,10 @@ SCHEMAS: dict[str, pa.Schema] = {
                           ("exhausted_at_tokens", pa.int64()), ("excluded", pa.string())]),
     "mixture_flags": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
                                 ("kind", pa.string()), ("message", pa.string())]),
+    "buckets": pa.schema([("run", pa.string()), ("stage", pa.string()), ("bucket", pa.int32()),
+                          ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
+                          ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
+                          ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
     # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
     "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
                                   ("original", pa.int64()), ("removed", pa.int64()), ("final", pa.int64()),

@@ -170,6 +170,24 @@ class MixtureEntry(Strict):
         return self
 
 
+class LongContext(Strict):
+    """Length buckets for a long-context stage (see `curation.longcontext`)."""
+    buckets: list[int] = Field(min_length=1)          # ascending upper bounds of document length, in tokens
+    targets: list[int] = Field(min_length=1)          # tokens wanted per bucket
+    priority: list[str] = Field(min_length=1)         # sources in the order they fill each bucket
+    top_up: list[str] = []                            # sources whose shorter documents fill a shortfall
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if len(self.buckets) != len(self.targets):
+            raise ValueError(f"{len(self.buckets)} buckets but {len(self.targets)} targets; give one target per bucket")
+        if any(b <= a for a, b in zip(self.buckets, self.buckets[1:])) or self.buckets[0] <= 0:
+            raise ValueError(f"buckets must be positive and ascending, got {self.buckets}")
+        if any(t < 0 for t in self.targets):
+            raise ValueError("bucket targets must be >= 0")
+        return self
+
+
 class Stage(Strict):
     """A training stage. Without `mixture`, every source enters with its own `weight`.
 
@@ -182,6 +200,19 @@ class Stage(Strict):
     budget_tokens: int | None = Field(default=None, ge=1)
     mixture: dict[str, MixtureEntry] | None = None
     category_targets: dict[str, float] = {}
+    long_context: LongContext | None = None
+
+    @model_validator(mode="after")
+    def _long_context(self):
+        lc = self.long_context
+        if lc is None:
+            return self
+        if self.mixture is not None or self.category_targets or self.budget_tokens is not None:
+            raise ValueError("a long_context stage takes its sources and budget from its buckets; "
+                             "drop mixture, category_targets and budget_tokens")
+        if lc.buckets[-1] > self.seq_length:
+            raise ValueError(f"the largest bucket ({lc.buckets[-1]}) exceeds seq_length ({self.seq_length})")
+        return self
 
     @field_validator("category_targets")
     @classmethod
@@ -226,7 +257,10 @@ class Recipe(Strict):
         names = {s.name for s in self.sources}
         categories = {s.category for s in self.sources}
         for st in self.stages:
-            unknown = sorted(set(st.mixture or {}) - names)
+            named = set(st.mixture or {})
+            if st.long_context is not None:
+                named |= set(st.long_context.priority) | set(st.long_context.top_up)
+            unknown = sorted(named - names)
             if unknown:
                 raise ValueError(f"stage {st.name!r} mixes unknown source(s) {unknown}; sources: {sorted(names)}")
             bad = sorted(set(st.category_targets) - categories)

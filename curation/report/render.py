@@ -113,6 +113,16 @@ def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
             c[2] += m["share"]
         cbody = [[c[0], c[1], f"{100 * c[2]:.2f}%", "" if c[3] is None else f"{100 * c[3]:.2f}%"]
                  for c in cats.values()]
+        buckets = [b for b in rows.get("buckets", []) if b["stage"] == name]
+        if buckets:
+            bbody = [[f"({b['lower']:,}, {b['upper']:,}]", b["target_tokens"], b["filled_tokens"], b["topup_tokens"],
+                      b["realised_tokens"], f"{100 * b['realised_tokens'] / max(b['target_tokens'], 1):.1f}%",
+                      b["documents"], b["sources"] or "empty"] for b in buckets]
+            out.append((f"Stage {name}: length buckets",
+                        "Documents by token length; each bucket filled in source priority order, a shortfall "
+                        "topped up with shorter documents; sequences packed best-fit decreasing.",
+                        _table(["bucket", "target", "filled", "top-up", "realised", "of target", "documents",
+                                "sources"], bbody)))
         notes = [f"{f['kind']}: {f['message']}" for f in flags if f["stage"] == name]
         out.append((f"Stage {name}: categories",
                     "Flags: " + ("; ".join(notes) if notes else "none") + ".",
