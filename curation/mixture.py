@@ -194,6 +194,17 @@ def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int
     return plans
 
 
+def mark_inclusion(source_rows: list[dict], plans: list[StagePlan]) -> None:
+    """A source is included when some stage gives it tokens; otherwise the row says why not."""
+    for row in source_rows:
+        mine = [r for p in plans for r in p.rows if r.source == row["source"]]
+        row["included"] = any(r.effective_tokens > 0 for r in mine)
+        if not row["included"]:
+            reasons = sorted({r.excluded or "no tokens" for r in mine})
+            row["excluded_reason"] = ("no documents survived curation" if all(r.raw_tokens == 0 for r in mine)
+                                      else "; ".join(reasons))
+
+
 def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
     """The `mixture` and `mixture_flags` ledger tables of a run."""
     return {

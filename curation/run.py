@@ -8,7 +8,7 @@ from pathlib import Path
 from curation.ledger import build_rows, write_ledger
 from curation.manifests import build_manifests
 from curation.mixture import ledger_rows as mixture_ledger_rows
-from curation.mixture import plan_recipe
+from curation.mixture import mark_inclusion, plan_recipe
 from curation.plan import Node, Plan, build_plan
 from curation.recipe import load_recipe
 from curation.runtime import tasks
@@ -76,6 +76,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
                               lengths=lambda s: read_index(Path(f"{tasks.source_prefix(out, s)}.idx"))[1])
+    mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     write_ledger(rows, out / "ledger")
     manifests = build_manifests(plan, stage_plans, rows, out)

@@ -111,3 +111,18 @@ def test_stage_fingerprint_freezes_the_source_list():
     r2 = _recipe([{"name": "s", "budget_tokens": 1000, "mixture": {"en": {"weight": 2}, "de": {"weight": 1}}}])
     other = plan_stage(r2.stages[0], r2.sources, TOKENS, DOCS)
     assert stage_fingerprint(r2.stages[0], entries(other.rows)) != fp                 # re-weighted
+
+
+def test_sources_row_says_why_a_source_is_excluded():
+    from curation.mixture import mark_inclusion
+
+    r = _recipe([{"name": "a", "budget_tokens": 100, "mixture": {"en": {"weight": 1}, "de": {"epochs": 0}}},
+                 {"name": "b", "budget_tokens": 100, "mixture": {"en": {"weight": 1}}}])
+    tokens = {"en": 50, "de": 20, "code": 0}
+    plans = [plan_stage(st, r.sources, tokens, DOCS) for st in r.stages]
+    rows = [{"source": s} for s in ("en", "de", "code")]
+    mark_inclusion(rows, plans)
+    assert rows[0] == {"source": "en", "included": True}
+    assert rows[1] == {"source": "de", "included": False,
+                       "excluded_reason": "0 epochs; not in this stage's mixture"}
+    assert rows[2]["excluded_reason"] == "no documents survived curation"

@@ -86,9 +86,10 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         src_fp = next(n.fingerprint for n in plan.merge if n.source == src.name)
         rows["sources"].append({
             "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": "text",
-            "category": src.category, "license": src.license, "weight": src.weight,
-            "included": src.weight > 0, "input_files": len(files),
-            "input_bytes": sum(f.size for f in files)})
+            "category": src.category, "revision": src.revision, "license": src.license,
+            "license_class": src.license_class, "weight": src.weight,
+            "included": None, "excluded_reason": None,  # set once the stages are planned
+            "input_files": len(files), "input_bytes": sum(f.size for f in files)})
         for f in files:
             rows["inputs"].append({"run": run, "source": src.name, "shard": f.shard_id, "path": f.rel,
                                    "bytes": f.size, "sha256": f.sha256})

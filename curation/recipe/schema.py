@@ -142,6 +142,8 @@ class Source(Strict):
     input: Input
     category: str = "uncategorised"
     license: str = "unknown"
+    license_class: str = "unknown"    # e.g. permissive, share-alike, non-commercial (policy: issue 5)
+    revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0)
     max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
