@@ -85,7 +85,7 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         files = plan.recipe.inputs[src.name]
         src_fp = next(n.fingerprint for n in plan.merge if n.source == src.name)
         rows["sources"].append({
-            "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": "text",
+            "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": src.modality,
             "category": src.category, "revision": src.revision, "license": src.license,
             "license_class": src.license_class, "weight": src.weight,
             "included": None, "excluded_reason": None,  # set once the stages are planned

@@ -141,6 +141,9 @@ class Source(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     input: Input
     category: str = "uncategorised"
+    # What the source's samples are: its tokens, paired captions/transcripts included, count with this
+    # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
+    modality: Literal["text", "image", "audio"] = "text"
     license: str = "unknown"
     license_class: str = "unknown"    # e.g. permissive, share-alike, non-commercial (policy: issue 5)
     revision: str | None = None       # the pinned revision of the data, when it has one

@@ -74,21 +74,20 @@ def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     """Per stage: the per-source table in Soofi S Appendix B form, then category shares and flags."""
     out = []
     flags = rows.get("mixture_flags", [])
-    by_mod = {t["source"]: t for t in rows["tokens"]}
+    modality = {src["source"]: src["modality"] for src in rows["sources"]}
     modal = []
     for st in rows.get("stages", []):
-        eff = {"text": 0.0, "image": 0.0, "audio": 0.0}
+        eff = {"text": 0, "image": 0, "audio": 0}
         for m in rows["mixture"]:
             if m["stage"] == st["stage"]:
-                for k in eff:
-                    eff[k] += m["epochs"] * by_mod[m["source"]][f"{k}_tokens"]
-        total = sum(eff.values()) or 1.0
-        modal.append([st["stage"], *[f"{eff[k]:,.0f} ({100 * eff[k] / total:.1f}%)" for k in eff],
-                      f"{sum(eff.values()):,.0f}"])
+                eff[modality[m["source"]]] += m["effective_tokens"]
+        total = sum(eff.values()) or 1
+        modal.append([st["stage"], *[f"{eff[k]:,} ({100 * eff[k] / total:.1f}%)" for k in eff],
+                      f"{sum(eff.values()):,}"])
     if modal:
         out.append(("Token budget per modality and stage",
-                    "Effective tokens (repetition included) per modality, with the within-stage share, as in "
-                    "Apertus 1.5 Table 3; paired captions and transcripts count with their modality.",
+                    "Effective tokens (repetition included) by the sources' modality, with the within-stage share, "
+                    "as in Apertus 1.5 Table 3: paired captions and transcripts count with their modality.",
                     _table(["stage", "text", "image", "audio", "total"], modal)))
     for st in rows.get("stages", []):
         name = st["stage"]
