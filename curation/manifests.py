@@ -122,7 +122,24 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
         path = mdir / f"{stage.name}.json"
         atomic_write_json(path, manifest)
         written.append(path)
+    _remove_stale(mdir, {sp.stage.name for sp in stage_plans})
     return written
+
+
+def _remove_stale(mdir: Path, stages: set[str]) -> None:
+    """Manifests and plans of stages the recipe no longer has must not look current."""
+    import shutil
+
+    for old in mdir.glob("*.json"):
+        try:
+            ours = json.loads(old.read_text()).get("format") == FORMAT
+        except (ValueError, AttributeError):
+            ours = False  # not a manifest of ours: leave it alone
+        if old.stem not in stages and ours:
+            old.unlink()
+    for old in (mdir / "plans").glob("*"):
+        if old.name not in stages:
+            shutil.rmtree(old)
 
 
 def load_manifest(path: Path) -> dict:

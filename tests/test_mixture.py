@@ -126,3 +126,18 @@ def test_sources_row_says_why_a_source_is_excluded():
     assert rows[1] == {"source": "de", "included": False,
                        "excluded_reason": "0 epochs; not in this stage's mixture"}
     assert rows[2]["excluded_reason"] == "no documents survived curation"
+
+
+def test_manifests_of_removed_stages_are_deleted(tmp_path):
+    from curation.manifests import FORMAT, _remove_stale
+
+    (tmp_path / "plans" / "old").mkdir(parents=True)
+    (tmp_path / "plans" / "keep").mkdir(parents=True)
+    (tmp_path / "old.json").write_text('{"format": "%s"}' % FORMAT)
+    (tmp_path / "keep.json").write_text('{"format": "%s"}' % FORMAT)
+    _remove_stale(tmp_path, {"keep"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json", "plans"]
+    assert [p.name for p in (tmp_path / "plans").iterdir()] == ["keep"]
+    (tmp_path / "notes.json").write_text("[1, 2]")
+    _remove_stale(tmp_path, {"keep"})
+    assert (tmp_path / "notes.json").exists()
