@@ -43,15 +43,21 @@ class Plan:
     dedup: Node
     tokenize: list[Node]
     merge: list[Node]
+    signatures: list[Node] = field(default_factory=list)  # near-dup phases, empty without `dedup.minhash`
+    bands: list[Node] = field(default_factory=list)
+    clusters: Node | None = None
 
     def nodes(self) -> list[Node]:
-        return [*self.process, self.dedup, *self.tokenize, *self.merge]
+        near = [*self.signatures, *self.bands, *([self.clusters] if self.clusters else [])]
+        return [*self.process, self.dedup, *near, *self.tokenize, *self.merge]
 
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
         names = ["read", "normalize", *[f.type for f in src.filters]]
         if self.recipe.recipe.dedup.exact is not None:
             names.append("exact_dedup")
+        if self.recipe.recipe.dedup.minhash is not None:
+            names.append("near_dedup")
         return [*names, "tokenize"]
 
 
@@ -70,20 +76,43 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                  fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg,
                               "deps": [n.fingerprint for n in process]}),
                  deps=[n.key for n in process], spec={"cfg": dedup_cfg})
+    signatures, bands, clusters = _near_dup_nodes(r, process)
     for p in process:
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
+                          "near": clusters.fingerprint if clusters else None,
                           "tokenizer": _file_sha(vocab)})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
                              spec={"source": p.source, "shard": p.shard,
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
-                                   "dedup": dedup_cfg is not None}))
+                                   "dedup": dedup_cfg is not None, "near_dedup": clusters is not None}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
         merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
                           spec={"source": src.name, "shards": [t.shard for t in parts]}))
-    return Plan(loaded, vocab, process, dedup, tokenize, merge)
+    return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters)
+
+
+def _near_dup_nodes(r, process: list[Node]) -> tuple[list[Node], list[Node], Node | None]:
+    cfg = r.dedup.minhash
+    if cfg is None:
+        return [], [], None
+    n_bands, rows = cfg.lsh()
+    common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows}
+    sig_cfg = fingerprint({"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows})
+    signatures = [Node("signatures", p.source, p.shard,
+                       fingerprint({"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint}),
+                       deps=[p.key], spec={**common, "source": p.source, "shard": p.shard}) for p in process]
+    all_sigs = [n.fingerprint for n in signatures]
+    bands = [Node("band", None, f"{b:03d}",
+                  fingerprint({"v": CODE_EPOCH, "phase": "band", "band": b, "scope": cfg.scope, "sigs": all_sigs}),
+                  deps=[n.key for n in signatures], spec={**common, "band": b, "scope": cfg.scope})
+             for b in range(n_bands)]
+    clusters = Node("clusters", None, None,
+                    fingerprint({"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands]}),
+                    deps=[n.key for n in bands], spec=common)
+    return signatures, bands, clusters
 
 
 def _file_sha(vocab: Vocabulary) -> str:
@@ -108,4 +137,10 @@ def explain(plan: Plan) -> str:
         lines.append(f"  merge      {m.fingerprint}")
     lines.append(f"dedup (exact, {r.recipe.dedup.exact.scope if r.recipe.dedup.exact else 'off'}) "
                  f"{plan.dedup.fingerprint}  ← all process nodes")
+    if plan.clusters is not None:
+        mh = r.recipe.dedup.minhash
+        b, rows = mh.lsh()
+        lines.append(f"near-dup (MinHash {mh.ngram}-grams, {b} bands × {rows} rows, {mh.scope}): "
+                     f"{len(plan.signatures)} signature tasks → {len(plan.bands)} band tasks → "
+                     f"clusters {plan.clusters.fingerprint}")
     return "\n".join(lines)

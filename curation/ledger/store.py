@@ -50,6 +50,9 @@ SCHEMAS: dict[str, pa.Schema] = {
                           ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
                           ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
                           ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
+    "clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("kept_source", pa.string()),
+                           ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),
+                           ("sources", pa.list_(pa.string()))]),
     # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
     "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
                                   ("original", pa.int64()), ("removed", pa.int64()), ("final", pa.int64()),

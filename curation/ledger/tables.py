@@ -128,5 +128,9 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
                                "text_tokens": counts["text"], "image_tokens": counts["image"],
                                "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+    clusters = out / "work" / "minhash" / "clusters.parquet"
+    if plan.clusters is not None:
+        import pyarrow.parquet as pq
+        rows["clusters"] = [{"run": run, **c} for c in pq.read_table(clusters).to_pylist()]
     return dict(rows)
 

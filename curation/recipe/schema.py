@@ -158,8 +158,33 @@ class ExactDedup(Strict):
     scope: Literal["source", "global"] = "global"
 
 
+class MinHashDedup(Strict):
+    """Near-duplicate removal with MinHash-LSH (see `curation.steps.minhash`); defaults as datatrove's.
+
+    Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
+    `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
+    source order, then shard order, then position in its shard is kept."""
+    ngram: int = Field(default=5, ge=1)
+    bands: int = Field(default=14, ge=1)
+    rows: int = Field(default=8, ge=1)
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    scope: Literal["source", "global"] = "global"
+    seed: int = 1
+
+    @model_validator(mode="after")
+    def _threshold_or_bands(self):
+        if self.threshold is not None and {"bands", "rows"} & self.model_fields_set:
+            raise ValueError("give either threshold or bands and rows, not both")
+        return self
+
+    def lsh(self) -> tuple[int, int]:
+        from curation.steps.minhash import params_for_threshold
+        return params_for_threshold(self.threshold) if self.threshold is not None else (self.bands, self.rows)
+
+
 class Dedup(Strict):
     exact: ExactDedup | None = ExactDedup()
+    minhash: MinHashDedup | None = None
 
 
 class MixtureEntry(Strict):

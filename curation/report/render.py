@@ -54,6 +54,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     mixture = _mixture_sections(rows)
     return [
         *mixture,
+        *_cluster_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                  "token share", "weight"], summary)),
@@ -68,6 +69,30 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
 
 def _fmt_tokens(n: int) -> str:
     return f"{n:,}"
+
+
+def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    """Near-duplicate clusters: size distribution and which sources share clusters."""
+    clusters = rows.get("clusters", [])
+    if not clusters:
+        return []
+    sizes: dict[int, int] = {}
+    for c in clusters:
+        sizes[c["size"]] = sizes.get(c["size"], 0) + 1
+    names = [s["source"] for s in rows["sources"]]
+    overlap = {(a, b): 0 for a in names for b in names}
+    for c in clusters:
+        for a in c["sources"]:
+            for b in c["sources"]:
+                overlap[(a, b)] += 1
+    return [
+        ("Near-duplicate clusters", f"{len(clusters)} clusters of MinHash near-duplicates; each keeps its "
+         "earliest document (recipe source order, then shard, then position). Members: ledger table `clusters`.",
+         _table(["cluster size", "clusters", "documents removed"],
+                [[k, v, v * (k - 1)] for k, v in sorted(sizes.items())])),
+        ("Cross-source overlap", "Clusters with members in both sources (diagonal: clusters touching the source).",
+         _table(["source", *names], [[a, *[overlap[(a, b)] for b in names]] for a in names])),
+    ]
 
 
 def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:

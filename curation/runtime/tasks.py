@@ -17,7 +17,7 @@ from curation.recipe.schema import Source
 from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
 from curation.shards import IndexedWriter, merge
 from curation.steps.base import QuarantineSink, Record
-from curation.steps.dedup_exact import ExactDedup, content_hash, resolve_duplicates
+from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, resolve_duplicates
 from curation.steps.normalize import Normalize
 from curation.steps.read import JsonlReader
 from curation.steps.registry import build_filter
@@ -109,6 +109,10 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         dups = pq.read_table(out_dir / "work" / "dedup" / "exact.parquet",
                              filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
         steps.append(ExactDedup(set(dups.column("id").to_pylist()), **common))
+    if spec.get("near_dedup"):
+        near = pq.read_table(out_dir / "work" / "minhash" / "duplicates.parquet",
+                             filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
+        steps.append(DropListed("near_dedup", "near_duplicate", set(near.column("id").to_pylist()), **common))
     tokenizer = TextTokenizer(vocab, batch_size=spec["batch_size"], **common)
     steps.append(tokenizer)
     records = (Record(id=i, source=source, text=t, meta=json.loads(m))

@@ -35,12 +35,18 @@ def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str]]], sc
     return dups
 
 
-class ExactDedup(Filter):
-    name = "exact_dedup"
+class DropListed(Filter):
+    """Drops the records whose ids a dedup phase listed (exact or near duplicates)."""
 
-    def __init__(self, duplicate_ids: set[str], **kw):
+    def __init__(self, name: str, reason: str, ids: set[str], **kw):
+        self.name = name
         super().__init__(**kw)
-        self.duplicate_ids = duplicate_ids
+        self.reason = reason
+        self.ids = ids
 
     def keep(self, record: Record) -> bool | Drop:
-        return Drop("exact_duplicate") if record.id in self.duplicate_ids else True
+        return Drop(self.reason) if record.id in self.ids else True
+
+
+def ExactDedup(duplicate_ids: set[str], **kw) -> DropListed:  # noqa: N802 - reads as a step type
+    return DropListed("exact_dedup", "exact_duplicate", duplicate_ids, **kw)

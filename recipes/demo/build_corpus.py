@@ -84,6 +84,18 @@ def main() -> None:
         r = json.loads(line)
         c4.append({"id": f"c4-{i:04d}", "url": r["url"], "text": r["text"], "license": "ODC-BY-1.0"})
 
+    # Planted near-duplicates, as a re-crawl would produce them (same text, new boilerplate and a
+    # tracking URL), so the demo shows near-duplicate removal: German pages re-crawled within
+    # web_de, and C4 pages that also turn up in the web_en crawl (web_en comes first in the
+    # recipe, so its copy is kept and the c4_en original is the one removed).
+    def recrawl(doc: dict, lang: str) -> dict:
+        head = "Cookie-Einstellungen | Newsletter | Anmelden" if lang == "de" else "Cookie settings | Subscribe | Log in"
+        tail = "© 2019 Alle Rechte vorbehalten." if lang == "de" else "© 2019 All rights reserved."
+        return {**doc, "id": doc["id"] + "-recrawl", "url": doc["url"] + "?utm_source=newsletter",
+                "text": f"{head}\n{doc['text']}\n{tail}"}
+
+    de += [recrawl(d, "de") for d in de[5:45:5]]
+    en += [recrawl(d, "en") for d in c4[1:13:3]]
     write_shards("web_en", en, 4)
     write_shards("web_de", de, 3)
     write_shards("c4_en", c4, 1)
