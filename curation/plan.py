@@ -13,6 +13,7 @@ outputs are current and a re-run may skip it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from curation import __version__
 from curation.recipe import LoadedRecipe, fingerprint
@@ -76,7 +77,7 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                  fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg,
                               "deps": [n.fingerprint for n in process]}),
                  deps=[n.key for n in process], spec={"cfg": dedup_cfg})
-    signatures, bands, clusters = _near_dup_nodes(r, process)
+    signatures, bands, clusters = _near_dup_nodes(loaded, process)
     for p in process:
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
@@ -94,17 +95,48 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters)
 
 
-def _near_dup_nodes(r, process: list[Node]) -> tuple[list[Node], list[Node], Node | None]:
+def _index_shards(loaded: LoadedRecipe, cfg, bands: int, rows: int) -> list[list[str]]:
+    """The signature shards of earlier runs named in `dedup.minhash.index`, checked for matching settings."""
+    import json
+    from pathlib import Path
+
+    from curation.errors import RecipeError
+
+    want = {"ngram": cfg.ngram, "seed": cfg.seed, "hashing": cfg.hashing, "language": cfg.language,
+            "bands": bands, "rows": rows}
+    shards = []
+    for folder in cfg.index:
+        root = loaded.resolve(folder)
+        params = root / "work" / "minhash" / "params.json"
+        if not params.is_file():
+            raise RecipeError(f"dedup.minhash.index: {root} holds no MinHash index (no {params.name}); name the "
+                              f"output folder of a run that used dedup.minhash")
+        got = json.loads(params.read_text())
+        if got != want:
+            raise RecipeError(f"dedup.minhash.index: {root} was built with {got}, this recipe uses {want}; "
+                              f"the settings must match")
+        for sig in sorted((root / "work" / "minhash" / "sig").glob("*/*.npy")):
+            shards.append([str(root), sig.parent.name, sig.stem])
+    return shards
+
+
+def _near_dup_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[list[Node], list[Node], Node | None]:
+    r = loaded.recipe
     cfg = r.dedup.minhash
     if cfg is None:
         return [], [], None
     n_bands, rows = cfg.lsh()
-    common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows}
-    sig_cfg = fingerprint({"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows})
+    index = _index_shards(loaded, cfg, n_bands, rows)
+    from curation.recipe import sha256_file
+    from curation.runtime.minhash_tasks import sig_path
+    index_fp = [sha256_file(sig_path(Path(root), s, sh)) for root, s, sh in index]
+    common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows, "index": index}
+    sig_cfg = fingerprint({"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows,
+                           "hashing": cfg.hashing, "language": cfg.language})
     signatures = [Node("signatures", p.source, p.shard,
                        fingerprint({"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint}),
                        deps=[p.key], spec={**common, "source": p.source, "shard": p.shard}) for p in process]
-    all_sigs = [n.fingerprint for n in signatures]
+    all_sigs = [n.fingerprint for n in signatures] + index_fp
     bands = [Node("band", None, f"{b:03d}",
                   fingerprint({"v": CODE_EPOCH, "phase": "band", "band": b, "scope": cfg.scope, "sigs": all_sigs}),
                   deps=[n.key for n in signatures], spec={**common, "band": b, "scope": cfg.scope})

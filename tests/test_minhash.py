@@ -94,3 +94,57 @@ def test_precision_and_recall_on_planted_near_duplicates():
     recall, precision = tp / len(positives), tp / max(len(detected), 1)
     assert recall >= 0.95, (recall, precision)
     assert precision >= 0.9, (recall, precision)
+
+
+def _docs(prefix: str, texts: list[str]) -> list[dict]:
+    return [{"id": f"{prefix}{i}", "text": t} for i, t in enumerate(texts)]
+
+
+@pytest.mark.slow
+def test_incremental_dedup_against_an_earlier_run(tmp_path):
+    from curation.errors import RecipeError
+    from curation.recipe import load_recipe
+    from curation.run import run
+    from tests.conftest import make_recipe, write_jsonl
+
+    originals = _demo_docs(12)
+    write_jsonl(tmp_path / "old" / "a.jsonl", _docs("old", originals[:6]))
+    first = make_recipe(tmp_path / "old", {"web": [tmp_path / "old" / "a.jsonl"]},
+                        extra="dedup: {exact: null, minhash: {}}")
+    old = run(first, tmp_path / "out-old", workers=2, progress=False)
+    assert old.rows["clusters"] == []
+
+    # new data: three re-crawls of old documents and three fresh ones
+    new_texts = ["Cookie settings | Log in\n" + t + "\nAll rights reserved." for t in originals[:3]] + originals[6:9]
+    write_jsonl(tmp_path / "new" / "b.jsonl", _docs("new", new_texts))
+    extra = f"dedup: {{exact: null, minhash: {{index: [{tmp_path / 'out-old'}]}}}}"
+    second = make_recipe(tmp_path / "new", {"web": [tmp_path / "new" / "b.jsonl"]}, extra=extra)
+    res = run(second, tmp_path / "out-new", workers=2, progress=False)
+    assert res.rows["tokens"][0]["documents"] == 3
+    near = {(d["reason"], d["records"]) for d in res.rows["drops"]}
+    assert near == {("near_duplicate", 3)}
+    kept = sorted(c["kept_source"] for c in res.rows["clusters"])
+    assert kept == ["index:web"] * 3  # the earlier run's documents win and are not re-processed
+    assert not (tmp_path / "out-new" / "processed" / "old").exists()
+
+    mismatched = make_recipe(tmp_path / "new", {"web": [tmp_path / "new" / "b.jsonl"]},
+                             extra=f"dedup: {{minhash: {{ngram: 3, index: [{tmp_path / 'out-old'}]}}}}")
+    with pytest.raises(RecipeError, match="the settings must match"):
+        from curation.run import load_plan
+        load_plan(mismatched)
+    assert load_recipe(second).recipe.dedup.minhash.index
+
+
+def test_datatrove_hashing_gives_datatrove_signatures():
+    from datatrove.pipeline.dedup import MinhashDedupSignature
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+
+    from curation.runtime.minhash_tasks import _signer
+
+    cfg = MinHashDedup(hashing="datatrove").model_dump()
+    sign = _signer(cfg, 14, 8)
+    theirs = MinhashDedupSignature("/tmp", config=MinhashConfig())
+    for text in _demo_docs(5):
+        ours = sign(text)
+        buckets = theirs.get_signature(theirs.get_shingles(text))
+        assert ours.reshape(14, 8).tolist() == buckets

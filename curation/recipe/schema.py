@@ -170,6 +170,11 @@ class MinHashDedup(Strict):
     threshold: float | None = Field(default=None, gt=0, lt=1)
     scope: Literal["source", "global"] = "global"
     seed: int = 1
+    # `curate`: regex words, xxh32 shingles, vectorised permutations (fast). `datatrove`: datatrove's own
+    # shingling and permutations (its word tokenizer for `language`), for signatures identical to datatrove's.
+    hashing: Literal["curate", "datatrove"] = "curate"
+    language: str = "eng"
+    index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
 
     @model_validator(mode="after")
     def _threshold_or_bands(self):

@@ -80,6 +80,7 @@ def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     for c in clusters:
         sizes[c["size"]] = sizes.get(c["size"], 0) + 1
     names = [s["source"] for s in rows["sources"]]
+    names += sorted({src for c in clusters for src in c["sources"]} - set(names))  # earlier runs' index
     overlap = {(a, b): 0 for a in names for b in names}
     for c in clusters:
         for a in c["sources"]:

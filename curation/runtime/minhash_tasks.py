@@ -11,10 +11,13 @@
 
 Global index = position in canonical order (recipe source order, shard, row), so the survivor rule
 "earliest source priority, then shard, then row" is simply the component's minimum, and the result
-cannot depend on worker count or task completion order.
+cannot depend on worker count or task completion order. With `index:` (earlier output folders), those
+runs' signatures come first in that order: a new document near one of theirs is removed, theirs are
+never recomputed or removed (incremental dedup).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +38,28 @@ def edges_path(out: Path, band: int) -> Path:
     return out / "work" / "minhash" / "edges" / f"{band:03d}.npy"
 
 
+def _signer(cfg: dict, bands: int, rows: int):
+    """text -> signature array, with curate's hashing or datatrove's own (`hashing:` in the recipe)."""
+    if cfg["hashing"] == "datatrove":
+        import tempfile
+
+        from datatrove.pipeline.dedup import MinhashDedupSignature
+        from datatrove.pipeline.dedup.minhash import MinhashConfig
+
+        dt = MinhashDedupSignature(tempfile.gettempdir(), language=cfg["language"], config=MinhashConfig(
+            n_grams=cfg["ngram"], num_buckets=bands, hashes_per_bucket=rows, seed=cfg["seed"]))
+        return lambda text: np.asarray(sum(dt.get_signature(dt.get_shingles(text)), []), dtype=np.uint64)
+    a, b = permutations(bands * rows, cfg["seed"])
+    return lambda text: signature(shingle_hashes(text, cfg["ngram"]), a, b)
+
+
 def run_signatures(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     cfg = spec["cfg"]
     bands, rows = spec["bands"], spec["rows"]
-    a, b = permutations(bands * rows, cfg["seed"])
+    sign = _signer(cfg, bands, rows)
     texts = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["text"])
-    sigs = np.stack([signature(shingle_hashes(t, cfg["ngram"]), a, b) for t in texts.column("text").to_pylist()]) \
+    sigs = np.stack([sign(t) for t in texts.column("text").to_pylist()]) \
         if texts.num_rows else np.zeros((0, bands * rows), dtype=np.uint32)
     path = sig_path(out_dir, spec["source"], spec["shard"])
     save_array(path, band_keys(sigs, bands, rows))
@@ -49,10 +67,16 @@ def run_signatures(out: str, key: str, fingerprint: str, spec: dict) -> dict:
                                                      "outputs": [str(path.relative_to(out_dir))]})
 
 
-def _band_column(out_dir: Path, shards: list[tuple[str, str]], band: int) -> tuple[np.ndarray, np.ndarray]:
+def corpus_shards(out_dir: Path, shards: list[tuple[str, str]], index: list[list[str]]) -> list[tuple[Path, str, str]]:
+    """(run folder, source, shard) in global order: the index runs' shards first, then this run's."""
+    return [(Path(root), source, shard) for root, source, shard in index] + \
+        [(out_dir, source, shard) for source, shard in shards]
+
+
+def _band_column(entries: list[tuple[Path, str, str]], band: int) -> tuple[np.ndarray, np.ndarray]:
     keys, source_idx, names = [], [], []
-    for source, shard in shards:
-        col = np.load(sig_path(out_dir, source, shard), mmap_mode="r")[:, band]
+    for root, source, shard in entries:
+        col = np.load(sig_path(root, source, shard), mmap_mode="r")[:, band]
         if source not in names:
             names.append(source)
         keys.append(np.asarray(col))
@@ -76,7 +100,7 @@ def bucket_edges(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def run_band(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
     out_dir = Path(out)
-    keys, source_idx = _band_column(out_dir, shards, spec["band"])
+    keys, source_idx = _band_column(corpus_shards(out_dir, shards, spec["index"]), spec["band"])
     groups = source_idx if spec["scope"] == "source" else np.zeros_like(source_idx)
     edges = bucket_edges(keys, groups)
     path = edges_path(out_dir, spec["band"])
@@ -108,16 +132,21 @@ def components(n: int, edges: np.ndarray) -> np.ndarray:
 def run_clusters(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
     out_dir = Path(out)
     ids, sources, shard_of = [], [], []
-    for source, shard in shards:
-        col = pq.read_table(processed_path(out_dir, source, shard), columns=["id"]).column("id").to_pylist()
+    indexed = 0  # documents of earlier runs come first: they are never removed, only matched against
+    for root, source, shard in corpus_shards(out_dir, shards, spec["index"]):
+        col = pq.read_table(processed_path(root, source, shard), columns=["id"]).column("id").to_pylist()
+        label = source if root == out_dir else f"index:{source}"
+        indexed += len(col) if root != out_dir else 0
         ids += col
-        sources += [source] * len(col)
+        sources += [label] * len(col)
         shard_of += [shard] * len(col)
     edges = [np.load(edges_path(out_dir, b)) for b in range(spec["bands"])]
     all_edges = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
     labels = components(len(ids), all_edges)
     dup_rows, members = [], {}
     for i in np.flatnonzero(labels != np.arange(len(ids))):
+        if i < indexed:
+            continue
         root = int(labels[i])
         dup_rows.append({"source": sources[i], "shard": shard_of[i], "id": ids[i],
                          "cluster": f"{sources[root]}/{ids[root]}"})
@@ -129,9 +158,13 @@ def run_clusters(out: str, key: str, fingerprint: str, spec: dict, shards: list[
     atomic_write_parquet(base / "duplicates.parquet", pa.Table.from_pylist(dup_rows, schema=pa.schema(
         [("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("cluster", pa.string())])))
     atomic_write_parquet(base / "clusters.parquet", pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
+    params = {k: spec["cfg"][k] for k in ("ngram", "seed", "hashing", "language")} | \
+        {"bands": spec["bands"], "rows": spec["rows"]}
+    (base / "params.json").write_text(json.dumps(params, sort_keys=True) + "\n")
     return write_marker(out_dir, key, fingerprint, {
         "duplicates": len(dup_rows), "clusters": len(cluster_rows), "edges": int(all_edges.shape[0]),
-        "outputs": ["work/minhash/duplicates.parquet", "work/minhash/clusters.parquet"]})
+        "indexed": indexed,
+        "outputs": ["work/minhash/duplicates.parquet", "work/minhash/clusters.parquet", "work/minhash/params.json"]})
 
 
 CLUSTER_SCHEMA = pa.schema([("cluster", pa.string()), ("kept_source", pa.string()), ("kept_id", pa.string()),

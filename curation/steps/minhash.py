@@ -56,7 +56,9 @@ def signature(hashes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """(n_docs, bands * rows) uint32 signatures -> (n_docs, bands) uint64 bucket keys."""
+    """(n_docs, bands * rows) unsigned signatures -> (n_docs, bands) uint64 bucket keys.
+
+    Equal band slices give equal keys, so candidate pairs are exactly those of comparing the slices."""
     n = signatures.shape[0]
     out = np.empty((n, bands), dtype=np.uint64)
     view = np.ascontiguousarray(signatures[:, :bands * rows]).reshape(n, bands, rows)

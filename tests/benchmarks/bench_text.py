@@ -11,6 +11,7 @@ repetition and quality, C4 and FineWeb quality filters), same tokenizer.json, on
    same surviving documents (the limit).
 
 Usage: .venv/bin/python tests/benchmarks/bench_text.py [--repeat 3]  → reports/benchmarks/text.md
+Needs the bench extra: pip install -e '.[test,bench]'.
 Timings vary on shared machines: the report gives the best of N runs and the ratios.
 """
 from __future__ import annotations
