@@ -54,6 +54,8 @@ def test_bucket_edges_and_components_keep_the_smallest_index():
     edges = bucket_edges(keys, np.zeros(6, np.int32))
     assert sorted(map(tuple, edges.tolist())) == [(0, 2), (0, 5), (1, 4)]
     assert components(6, edges).tolist() == [0, 1, 0, 3, 1, 0]
+    # key 0 marks texts without shingles: they never form a bucket
+    assert bucket_edges(np.array([0, 0, 4, 4], dtype=np.uint64), np.zeros(4, np.int32)).tolist() == [[2, 3]]
     # scope "source": same key in different groups is no edge
     assert bucket_edges(keys, np.array([0, 0, 1, 0, 0, 1], np.int32)).tolist() == [[1, 4], [2, 5]]
     # chains collapse to their minimum whatever the edge order
@@ -148,3 +150,4 @@ def test_datatrove_hashing_gives_datatrove_signatures():
         ours = sign(text)
         buckets = theirs.get_signature(theirs.get_shingles(text))
         assert ours.reshape(14, 8).tolist() == buckets
+    assert sign("too short").shape == (112,)  # fewer words than the n-gram: no crash, a sentinel signature

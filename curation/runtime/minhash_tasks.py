@@ -48,7 +48,14 @@ def _signer(cfg: dict, bands: int, rows: int):
 
         dt = MinhashDedupSignature(tempfile.gettempdir(), language=cfg["language"], config=MinhashConfig(
             n_grams=cfg["ngram"], num_buckets=bands, hashes_per_bucket=rows, seed=cfg["seed"]))
-        return lambda text: np.asarray(sum(dt.get_signature(dt.get_shingles(text)), []), dtype=np.uint64)
+        empty = np.full(bands * rows, np.iinfo(np.uint64).max, dtype=np.uint64)
+
+        def sign(text: str) -> np.ndarray:
+            shingles = dt.get_shingles(text)
+            if shingles.size == 0:  # fewer words than the n-gram size: datatrove's signature would fail
+                return empty
+            return np.asarray(sum(dt.get_signature(shingles), []), dtype=np.uint64)
+        return sign
     a, b = permutations(bands * rows, cfg["seed"])
     return lambda text: signature(shingle_hashes(text, cfg["ngram"]), a, b)
 
@@ -61,8 +68,10 @@ def run_signatures(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     texts = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["text"])
     sigs = np.stack([sign(t) for t in texts.column("text").to_pylist()]) \
         if texts.num_rows else np.zeros((0, bands * rows), dtype=np.uint32)
+    keys = band_keys(sigs, bands, rows)
+    keys[(sigs == np.iinfo(sigs.dtype).max).all(axis=1)] = NO_SHINGLES  # texts without shingles match nothing
     path = sig_path(out_dir, spec["source"], spec["shard"])
-    save_array(path, band_keys(sigs, bands, rows))
+    save_array(path, keys)
     return write_marker(out_dir, key, fingerprint, {"documents": texts.num_rows,
                                                      "outputs": [str(path.relative_to(out_dir))]})
 
@@ -86,10 +95,14 @@ def _band_column(entries: list[tuple[Path, str, str]], band: int) -> tuple[np.nd
     return np.concatenate(keys), np.concatenate(source_idx)
 
 
+NO_SHINGLES = np.uint64(0)  # band key of a text too short to shingle; never a bucket
+
+
 def bucket_edges(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Edges (first, other) between documents with the same (group, key); first = smallest index."""
     idx = np.arange(keys.size, dtype=np.int64)
     order = np.lexsort((idx, keys, groups))
+    order = order[keys[order] != NO_SHINGLES]
     k, g = keys[order], groups[order]
     new_run = np.ones(order.size, dtype=bool)
     new_run[1:] = (k[1:] != k[:-1]) | (g[1:] != g[:-1])
