@@ -4,11 +4,24 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    _pyplot().close(fig)
+    return path
+
+
 def funnel_plot(rows: dict, path: Path) -> Path:
     """Per source: records left after each step (a line per source), and kept tokens per source."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     sources = [s["source"] for s in rows["sources"]]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [2, 1]})
@@ -31,18 +44,12 @@ def funnel_plot(rows: dict, path: Path) -> Path:
     ax2.set_xlabel("tokens in shards")
     ax2.set_title("Tokens per source")
     ax2.margins(x=0.35)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def composition_plot(rows: dict, path: Path) -> Path:
     """Effective tokens of each stage, stacked by source and coloured by category."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     stages = [s["stage"] for s in rows["stages"]]
     sources = [s["source"] for s in rows["sources"]]
@@ -60,17 +67,12 @@ def composition_plot(rows: dict, path: Path) -> Path:
     ax.set_xlabel("effective tokens")
     ax.set_title("Composition by stage")
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def flow_plot(rows: dict, path: Path) -> Path:
     """A mixture flow diagram: each stage a column of category shares, bands joining a category across stages."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     stages = [s["stage"] for s in rows["stages"]]
     categories = list(dict.fromkeys(s["category"] for s in rows["sources"]))
@@ -104,7 +106,4 @@ def flow_plot(rows: dict, path: Path) -> Path:
     ax.set_ylim(0, 1 + gap * len(categories))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return _save(fig, path)
