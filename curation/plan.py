@@ -78,11 +78,12 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                               "deps": [n.fingerprint for n in process]}),
                  deps=[n.key for n in process], spec={"cfg": dedup_cfg})
     signatures, bands, clusters = _near_dup_nodes(loaded, process)
+    tokenizer_sha = _file_sha(vocab)
     for p in process:
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
                           "near": clusters.fingerprint if clusters else None,
-                          "tokenizer": _file_sha(vocab)})
+                          "tokenizer": tokenizer_sha})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
                              spec={"source": p.source, "shard": p.shard,
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,

@@ -1,0 +1,74 @@
+"""Training stages in a recipe: budgets, per-source mixture entries, category targets, long-context buckets."""
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from curation.recipe.base import NAME_PATTERN, Strict
+
+
+class MixtureEntry(Strict):
+    """How one source enters one stage: a blending weight or a fixed epoch count (0 = excluded)."""
+    weight: float | None = Field(default=None, ge=0)
+    epochs: float | None = Field(default=None, ge=0)
+    max_epochs: float | None = Field(default=None, ge=0)  # overrides the source's max_epochs here
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.weight is None) == (self.epochs is None):
+            raise ValueError("give exactly one of weight: or epochs:")
+        return self
+
+
+class LongContext(Strict):
+    """Length buckets for a long-context stage (see `curation.longcontext`)."""
+    buckets: list[int] = Field(min_length=1)          # ascending upper bounds of document length, in tokens
+    targets: list[int] = Field(min_length=1)          # tokens wanted per bucket
+    priority: list[str] = Field(min_length=1)         # sources in the order they fill each bucket
+    top_up: list[str] = []                            # sources whose shorter documents fill a shortfall
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if len(self.buckets) != len(self.targets):
+            raise ValueError(f"{len(self.buckets)} buckets but {len(self.targets)} targets; give one target per bucket")
+        if any(b <= a for a, b in zip(self.buckets, self.buckets[1:])) or self.buckets[0] <= 0:
+            raise ValueError(f"buckets must be positive and ascending, got {self.buckets}")
+        if any(t < 0 for t in self.targets):
+            raise ValueError("bucket targets must be >= 0")
+        return self
+
+
+class Stage(Strict):
+    """A training stage. Without `mixture`, every source enters with its own `weight`.
+
+    `budget_tokens` is in tokens of our vocabulary, all modalities counted. Sources with
+    `epochs` take epochs × their tokens; sources with `weight` share what is left of the
+    budget in proportion to their weights. A source missing from `mixture` keeps a zero-epoch row.
+    """
+    name: str = Field(pattern=NAME_PATTERN)
+    seq_length: int = Field(default=4096, ge=16)
+    budget_tokens: int | None = Field(default=None, ge=1)
+    mixture: dict[str, MixtureEntry] | None = None
+    category_targets: dict[str, float] = {}
+    long_context: LongContext | None = None
+
+    @model_validator(mode="after")
+    def _long_context(self):
+        lc = self.long_context
+        if lc is None:
+            return self
+        if self.mixture is not None or self.category_targets or self.budget_tokens is not None:
+            raise ValueError("a long_context stage takes its sources and budget from its buckets; "
+                             "drop mixture, category_targets and budget_tokens")
+        if lc.buckets[-1] > self.seq_length:
+            raise ValueError(f"the largest bucket ({lc.buckets[-1]}) exceeds seq_length ({self.seq_length})")
+        return self
+
+    @field_validator("category_targets")
+    @classmethod
+    def _targets(cls, targets: dict[str, float]) -> dict[str, float]:
+        for cat, share in targets.items():
+            if not 0 <= share <= 1:
+                raise ValueError(f"target share of {cat!r} must be within 0..1, got {share}")
+        if sum(targets.values()) > 1 + 1e-9:
+            raise ValueError(f"category targets add up to {sum(targets.values()):.3f} > 1")
+        return targets
