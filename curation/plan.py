@@ -103,8 +103,7 @@ def _index_shards(loaded: LoadedRecipe, cfg, bands: int, rows: int) -> list[list
 
     from curation.errors import RecipeError
 
-    want = {"ngram": cfg.ngram, "seed": cfg.seed, "hashing": cfg.hashing, "language": cfg.language,
-            "bands": bands, "rows": rows}
+    want = {"ngram": cfg.ngram, "seed": cfg.seed, "language": cfg.language, "bands": bands, "rows": rows}
     shards = []
     for folder in cfg.index:
         root = loaded.resolve(folder)
@@ -133,15 +132,17 @@ def _near_dup_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[list[Nod
     index_fp = [sha256_file(sig_path(Path(root), s, sh)) for root, s, sh in index]
     common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows, "index": index}
     sig_cfg = fingerprint({"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows,
-                           "hashing": cfg.hashing, "language": cfg.language})
+                           "language": cfg.language})
     signatures = [Node("signatures", p.source, p.shard,
                        fingerprint({"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint}),
                        deps=[p.key], spec={**common, "source": p.source, "shard": p.shard}) for p in process]
     all_sigs = [n.fingerprint for n in signatures] + index_fp
-    bands = [Node("band", None, f"{b:03d}",
-                  fingerprint({"v": CODE_EPOCH, "phase": "band", "band": b, "scope": cfg.scope, "sigs": all_sigs}),
-                  deps=[n.key for n in signatures], spec={**common, "band": b, "scope": cfg.scope})
-             for b in range(n_bands)]
+    common["partitions"] = cfg.partitions
+    bands = [Node("band", None, f"{b:03d}-{p:03d}",
+                  fingerprint({"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions,
+                               "scope": cfg.scope, "sigs": all_sigs}),
+                  deps=[n.key for n in signatures], spec={**common, "band": b, "part": p, "scope": cfg.scope})
+             for b in range(n_bands) for p in range(cfg.partitions)]
     clusters = Node("clusters", None, None,
                     fingerprint({"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands]}),
                     deps=[n.key for n in bands], spec=common)

@@ -8,13 +8,15 @@ import pytest
 
 from curation.recipe.schema import MinHashDedup
 from curation.runtime.minhash_tasks import bucket_edges, components
-from curation.steps.minhash import (band_keys, candidate_probability, params_for_threshold, permutations,
-                                    shingle_hashes, signature, simplify)
+from curation.steps.minhash import (Shingler, band_keys, candidate_probability, params_for_threshold,
+                                    permutations, signature)
 from tests.conftest import REPO
 
+SHINGLES = Shingler(5)
 
-def _jaccard(a: str, b: str, n: int = 5) -> float:
-    x, y = set(shingle_hashes(a, n).tolist()), set(shingle_hashes(b, n).tolist())
+
+def _jaccard(a: str, b: str) -> float:
+    x, y = set(SHINGLES(a).tolist()), set(SHINGLES(b).tolist())
     return len(x & y) / len(x | y) if x | y else 1.0
 
 
@@ -25,8 +27,28 @@ def _demo_docs(limit=80):
     return [d for d in docs if len(d.split()) > 150][:limit]
 
 
-def test_simplify_folds_case_punctuation_digits():
-    assert simplify("Hello,   World! 2024 — ÉTÉ_x") == "hello world 0000 été x"
+TRICKY = ["Hello,   World! 2024 — ÉTÉ_x on Monday in March", "I dont think we cant, 10km and 5kg or 3% of $4bn",
+          "naïve café coöperate résumé; 12:30pm... e.g. U.S.A. i.e. o'clock gonna wanna", "", "two words",
+          "emoji 🙂 and ＦＵＬＬＷＩＤＴＨ and tabs\tand\nnewlines  and\u00a0nbsp", "C++ c# .net node.js www.x.org"]
+
+
+def test_signatures_are_datatrove_signatures():
+    """The memoised chunk tokenisation gives datatrove's words, shingles and signatures, bit for bit."""
+    from datatrove.pipeline.dedup import MinhashDedupSignature
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.text import simplify_text
+
+    theirs = MinhashDedupSignature("/tmp", config=MinhashConfig())
+    a, b = permutations(112, 1)
+    shingler = Shingler(5)
+    docs = _demo_docs(40) + TRICKY
+    for text in docs + docs:  # second pass: everything from the memo
+        assert shingler.words(text) == theirs.word_tokenizer.word_tokenize(simplify_text(text))
+        ours, their_shingles = signature(shingler(text), a, b), theirs.get_shingles(text)
+        if their_shingles.size == 0:
+            assert ours is None
+        else:
+            assert ours.reshape(14, 8).tolist() == theirs.get_signature(their_shingles)
 
 
 def test_signature_agreement_estimates_jaccard():
@@ -36,7 +58,7 @@ def test_signature_agreement_estimates_jaccard():
     rng = random.Random(0)
     for frac in (0.02, 0.1, 0.3):
         edited = " ".join(w if rng.random() > frac else "zq" + w for w in words)
-        est = float((signature(shingle_hashes(doc, 5), a, b) == signature(shingle_hashes(edited, 5), a, b)).mean())
+        est = float((signature(SHINGLES(doc), a, b) == signature(SHINGLES(edited), a, b)).mean())
         assert abs(est - _jaccard(doc, edited)) < 0.08
 
 
@@ -83,7 +105,7 @@ def test_precision_and_recall_on_planted_near_duplicates():
         docs.append(" ".join(edited))
         truth_pairs.append((i, len(docs) - 1))
     a, b = permutations(112, 1)
-    sigs = np.stack([signature(shingle_hashes(d, 5), a, b) for d in docs])
+    sigs = np.stack([signature(SHINGLES(d), a, b) for d in docs])
     keys = band_keys(sigs, 14, 8)
     edges = np.concatenate([bucket_edges(keys[:, band].copy(), np.zeros(len(docs), np.int32))
                             for band in range(14)])
@@ -137,17 +159,24 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
     assert load_recipe(second).recipe.dedup.minhash.index
 
 
-def test_datatrove_hashing_gives_datatrove_signatures():
-    from datatrove.pipeline.dedup import MinhashDedupSignature
-    from datatrove.pipeline.dedup.minhash import MinhashConfig
+def test_band_partitions_give_the_same_edges(tmp_path):
+    """Splitting a band by hash range (the shuffle) changes which task finds an edge, never the edges."""
+    from curation.runtime.minhash_tasks import edges_path, run_band, sig_path
+    from curation.sampling import save_array
 
-    from curation.runtime.minhash_tasks import _signer
+    rng = np.random.default_rng(0)
+    shards = [("a", "0"), ("a", "1"), ("b", "0")]
+    for source, shard in shards:  # few distinct keys, so buckets span shards and sources
+        save_array(sig_path(tmp_path, source, shard), rng.integers(0, 40, (50, 3)).astype(np.uint64))
 
-    cfg = MinHashDedup(hashing="datatrove").model_dump()
-    sign = _signer(cfg, 14, 8)
-    theirs = MinhashDedupSignature("/tmp", config=MinhashConfig())
-    for text in _demo_docs(5):
-        ours = sign(text)
-        buckets = theirs.get_signature(theirs.get_shingles(text))
-        assert ours.reshape(14, 8).tolist() == buckets
-    assert sign("too short").shape == (112,)  # fewer words than the n-gram: no crash, a sentinel signature
+    def edges(parts: int, scope: str) -> list:
+        found = []
+        for part in range(parts):
+            spec = {"band": 1, "part": part, "partitions": parts, "scope": scope, "index": []}
+            run_band(str(tmp_path), f"band-{parts}-{part}-{scope}", "fp", spec, shards)
+            found += np.load(edges_path(tmp_path, 1, part)).tolist()
+        return sorted(map(tuple, found))
+
+    for scope in ("global", "source"):
+        assert edges(1, scope) == edges(4, scope) == edges(7, scope)
+    assert len(edges(1, "global")) > len(edges(1, "source")) > 0

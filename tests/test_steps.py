@@ -129,15 +129,31 @@ def test_on_error_raise_names_step_record_and_fix():
 
 def test_exact_dedup_keeps_first_in_canonical_order():
     h = [content_hash(t) for t in ("x", "y", "x")]
-    shards = [("a", "00000", [h[0], h[1]], ["a1", "a2"]), ("b", "00000", [h[2]], ["b1"]),
-              ("b", "00001", [h[0]], ["b2"])]
+    shards = [("a", "00000", [h[0], h[1]], ["a1", "a2"], [None, None]), ("b", "00000", [h[2]], ["b1"], [None]),
+              ("b", "00001", [h[0]], ["b2"], [None])]
     glob = resolve_duplicates(shards, "global")
     assert [(d["source"], d["id"], d["duplicate_of_id"]) for d in glob] == [("b", "b1", "a1"), ("b", "b2", "a1")]
     per_source = resolve_duplicates(shards, "source")
     assert [(d["id"], d["duplicate_of_id"]) for d in per_source] == [("b2", "b1")]
-    f = ExactDedup({"b1"}, source="b")
+    f = ExactDedup({"b1": "exact_duplicate"}, source="b")
     assert [r.id for r in f.run([Record("b1", "b", "x"), Record("b9", "b", "z")])] == ["b9"]
     assert dict(f.stats.dropped) == {"exact_duplicate": 1}
+
+
+def test_url_dedup_drops_recrawls_of_the_same_page():
+    from curation.steps.dedup_exact import normalize_url
+
+    assert normalize_url("HTTPS://Example.COM:443/a?b=1#frag") == "https://example.com/a?b=1"
+    assert normalize_url("http://example.com") == "http://example.com/"
+    assert normalize_url("http://example.com:8080/x") == "http://example.com:8080/x"
+    assert normalize_url("ftp://example.com/x") is None and normalize_url("not a url") is None
+    assert normalize_url("http://[::1/x") is None  # malformed: no URL, no crash
+    u = normalize_url("https://example.com/page")
+    shards = [("a", "0", [content_hash("v1"), content_hash("v2"), content_hash("v1")], ["a1", "a2", "a3"],
+               [u, u, None])]
+    rows = resolve_duplicates(shards, "global")
+    assert [(d["id"], d["reason"], d["duplicate_of_id"]) for d in rows] == [
+        ("a2", "url_duplicate", "a1"), ("a3", "exact_duplicate", "a1")]
 
 
 def test_drop_from_keep_uses_given_reason():

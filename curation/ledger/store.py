@@ -53,6 +53,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("kept_source", pa.string()),
                            ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),
                            ("sources", pa.list_(pa.string()))]),
+    "near_duplicates": pa.schema([("run", pa.string()), ("source", pa.string()), ("id", pa.string()),
+                                  ("cluster", pa.string())]),
     # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
     "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
                                   ("original", pa.int64()), ("removed", pa.int64()), ("final", pa.int64()),

@@ -132,5 +132,7 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
     if plan.clusters is not None:
         import pyarrow.parquet as pq
         rows["clusters"] = [{"run": run, **c} for c in pq.read_table(clusters).to_pylist()]
+        rows["near_duplicates"] = [{"run": run, "source": d["source"], "id": d["id"], "cluster": d["cluster"]}
+                                   for d in pq.read_table(clusters.with_name("duplicates.parquet")).to_pylist()]
     return dict(rows)
 

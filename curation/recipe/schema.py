@@ -151,8 +151,12 @@ class Source(Strict):
 
 
 class ExactDedup(Strict):
-    """Exact (content hash) dedup; `global` keeps the first copy in recipe source order."""
+    """Exact (content hash) dedup; `global` keeps the first copy in recipe source order.
+
+    `url`: a metadata field holding the page URL; later records with the same normalised URL are
+    dropped as re-crawls (`url_duplicate`), the cheap pass before MinHash."""
     scope: Literal["source", "global"] = "global"
+    url: str | None = None
 
 
 class MinHashDedup(Strict):
@@ -167,10 +171,9 @@ class MinHashDedup(Strict):
     threshold: float | None = Field(default=None, gt=0, lt=1)
     scope: Literal["source", "global"] = "global"
     seed: int = 1
-    # `curate`: regex words, xxh32 shingles, vectorised permutations (fast). `datatrove`: datatrove's own
-    # shingling and permutations (its word tokenizer for `language`), for signatures identical to datatrove's.
-    hashing: Literal["curate", "datatrove"] = "curate"
-    language: str = "eng"
+    # hash partitions per band: each band task holds 1/partitions of one band column (raise for big corpora)
+    partitions: int = Field(default=1, ge=1, le=4096)
+    language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
     index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
 
     @model_validator(mode="after")

@@ -1,13 +1,14 @@
 """The near-duplicate phases, joined by files under `<out>/work/minhash/`:
 
     signatures(source, shard)  band keys of every processed document      → sig/<source>/<shard>.npy
-    band(b)                    one band's keys over the corpus (one column,
-                               not the whole corpus): documents sharing a
-                               bucket become edges to the bucket's first   → edges/<b>.npy
-    clusters                   connected components of all edges by
-                               min-label propagation (memory O(documents
-                               + edges)); the smallest global index of a
-                               component is kept                          → duplicates.parquet, clusters.parquet
+    band(b, p)                 the keys of band b in hash partition p (a
+                               shuffle by band hash: a task holds 1/parts
+                               of one band column): documents sharing a
+                               bucket become edges to the bucket's first   → edges/<b>-<p>.npy
+    clusters                   connected components over the documents
+                               that have an edge (memory follows the
+                               duplicates, not the corpus); the smallest
+                               global index of a component is kept        → duplicates.parquet, clusters.parquet
 
 Global index = position in canonical order (recipe source order, shard, row), so the survivor rule
 "earliest source priority, then shard, then row" is simply the component's minimum, and the result
@@ -27,49 +28,32 @@ import pyarrow.parquet as pq
 from curation.runtime.files import atomic_write_parquet, write_marker
 from curation.runtime.tasks import processed_path
 from curation.sampling import save_array
-from curation.steps.minhash import band_keys, permutations, shingle_hashes, signature
+from curation.steps.minhash import NO_SHINGLES, Shingler, band_keys, permutations, signature
 
 
 def sig_path(out: Path, source: str, shard: str) -> Path:
     return out / "work" / "minhash" / "sig" / source / f"{shard}.npy"
 
 
-def edges_path(out: Path, band: int) -> Path:
-    return out / "work" / "minhash" / "edges" / f"{band:03d}.npy"
-
-
-def _signer(cfg: dict, bands: int, rows: int):
-    """text -> signature array, with curate's hashing or datatrove's own (`hashing:` in the recipe)."""
-    if cfg["hashing"] == "datatrove":
-        import tempfile
-
-        from datatrove.pipeline.dedup import MinhashDedupSignature
-        from datatrove.pipeline.dedup.minhash import MinhashConfig
-
-        dt = MinhashDedupSignature(tempfile.gettempdir(), language=cfg["language"], config=MinhashConfig(
-            n_grams=cfg["ngram"], num_buckets=bands, hashes_per_bucket=rows, seed=cfg["seed"]))
-        empty = np.full(bands * rows, np.iinfo(np.uint64).max, dtype=np.uint64)
-
-        def sign(text: str) -> np.ndarray:
-            shingles = dt.get_shingles(text)
-            if shingles.size == 0:  # fewer words than the n-gram size: datatrove's signature would fail
-                return empty
-            return np.asarray(sum(dt.get_signature(shingles), []), dtype=np.uint64)
-        return sign
-    a, b = permutations(bands * rows, cfg["seed"])
-    return lambda text: signature(shingle_hashes(text, cfg["ngram"]), a, b)
+def edges_path(out: Path, band: int, part: int) -> Path:
+    return out / "work" / "minhash" / "edges" / f"{band:03d}-{part:03d}.npy"
 
 
 def run_signatures(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     cfg = spec["cfg"]
     bands, rows = spec["bands"], spec["rows"]
-    sign = _signer(cfg, bands, rows)
+    shingles = Shingler(cfg["ngram"], cfg["language"])
+    a, b = permutations(bands * rows, cfg["seed"])
     texts = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["text"])
-    sigs = np.stack([sign(t) for t in texts.column("text").to_pylist()]) \
-        if texts.num_rows else np.zeros((0, bands * rows), dtype=np.uint32)
-    keys = band_keys(sigs, bands, rows)
-    keys[(sigs == np.iinfo(sigs.dtype).max).all(axis=1)] = NO_SHINGLES  # texts without shingles match nothing
+    sigs = [signature(shingles(t), a, b) for t in texts.column("text").to_pylist()]
+    empty = [s is None for s in sigs]
+    full = np.zeros((len(sigs), bands * rows), dtype=np.uint64)
+    for i, sig in enumerate(sigs):
+        if sig is not None:
+            full[i] = sig
+    keys = band_keys(full, bands, rows)
+    keys[empty] = NO_SHINGLES  # texts without shingles match nothing
     path = sig_path(out_dir, spec["source"], spec["shard"])
     save_array(path, keys)
     return write_marker(out_dir, key, fingerprint, {"documents": texts.num_rows,
@@ -82,25 +66,31 @@ def corpus_shards(out_dir: Path, shards: list[tuple[str, str]], index: list[list
         [(out_dir, source, shard) for source, shard in shards]
 
 
-def _band_column(entries: list[tuple[Path, str, str]], band: int) -> tuple[np.ndarray, np.ndarray]:
-    keys, source_idx, names = [], [], []
+def _band_partition(entries: list[tuple[Path, str, str]], band: int, part: int,
+                    parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, source number, global index) of one band's keys that fall in hash partition `part`.
+
+    Shards are read one at a time (memory-mapped), so a task holds 1/parts of one band column."""
+    keys, source_idx, index, names, offset = [], [], [], [], 0
     for root, source, shard in entries:
-        col = np.load(sig_path(root, source, shard), mmap_mode="r")[:, band]
+        col = np.asarray(np.load(sig_path(root, source, shard), mmap_mode="r")[:, band])
         if source not in names:
             names.append(source)
-        keys.append(np.asarray(col))
-        source_idx.append(np.full(col.shape[0], names.index(source), dtype=np.int32))
+        mine = np.flatnonzero(col % np.uint64(parts) == part) if parts > 1 else np.arange(col.size)
+        keys.append(col[mine])
+        source_idx.append(np.full(mine.size, names.index(source), dtype=np.int32))
+        index.append(mine + offset)
+        offset += col.size
     if not keys:
-        return np.zeros(0, np.uint64), np.zeros(0, np.int32)
-    return np.concatenate(keys), np.concatenate(source_idx)
+        return np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, np.int64)
+    return np.concatenate(keys), np.concatenate(source_idx), np.concatenate(index).astype(np.int64)
 
 
-NO_SHINGLES = np.uint64(0)  # band key of a text too short to shingle; never a bucket
+def bucket_edges(keys: np.ndarray, groups: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+    """Edges (first, other) between documents with the same (group, key); first = smallest index.
 
-
-def bucket_edges(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Edges (first, other) between documents with the same (group, key); first = smallest index."""
-    idx = np.arange(keys.size, dtype=np.int64)
+    `index` gives each key's global document index (default: its position)."""
+    idx = np.arange(keys.size, dtype=np.int64) if index is None else index
     order = np.lexsort((idx, keys, groups))
     order = order[keys[order] != NO_SHINGLES]
     k, g = keys[order], groups[order]
@@ -108,17 +98,19 @@ def bucket_edges(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
     new_run[1:] = (k[1:] != k[:-1]) | (g[1:] != g[:-1])
     run_start = np.maximum.accumulate(np.where(new_run, np.arange(order.size), 0))
     members = ~new_run
-    return np.stack([order[run_start[members]], order[members]], axis=1).astype(np.int64)
+    return np.stack([idx[order[run_start[members]]], idx[order[members]]], axis=1).astype(np.int64)
 
 
 def run_band(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
     out_dir = Path(out)
-    keys, source_idx = _band_column(corpus_shards(out_dir, shards, spec["index"]), spec["band"])
+    band, part = spec["band"], spec["part"]
+    keys, source_idx, index = _band_partition(corpus_shards(out_dir, shards, spec["index"]), band, part,
+                                              spec["partitions"])
     groups = source_idx if spec["scope"] == "source" else np.zeros_like(source_idx)
-    edges = bucket_edges(keys, groups)
-    path = edges_path(out_dir, spec["band"])
+    edges = bucket_edges(keys, groups, index)
+    path = edges_path(out_dir, band, part)
     save_array(path, edges)
-    return write_marker(out_dir, key, fingerprint, {"edges": int(edges.shape[0]),
+    return write_marker(out_dir, key, fingerprint, {"edges": int(edges.shape[0]), "keys": int(keys.size),
                                                      "outputs": [str(path.relative_to(out_dir))]})
 
 
@@ -142,36 +134,53 @@ def components(n: int, edges: np.ndarray) -> np.ndarray:
             return labels
 
 
+def clustered_roots(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, root of each node) for the nodes that appear in an edge; root = the component's smallest index.
+
+    Only documents that have a near-duplicate are held, so memory follows the duplicates, not the corpus."""
+    nodes = np.unique(edges)
+    local = np.searchsorted(nodes, edges)
+    return nodes, nodes[components(nodes.size, local)]
+
+
 def run_clusters(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
     out_dir = Path(out)
-    ids, sources, shard_of = [], [], []
-    indexed = 0  # documents of earlier runs come first: they are never removed, only matched against
-    for root, source, shard in corpus_shards(out_dir, shards, spec["index"]):
-        col = pq.read_table(processed_path(root, source, shard), columns=["id"]).column("id").to_pylist()
-        label = source if root == out_dir else f"index:{source}"
-        indexed += len(col) if root != out_dir else 0
-        ids += col
-        sources += [label] * len(col)
-        shard_of += [shard] * len(col)
-    edges = [np.load(edges_path(out_dir, b)) for b in range(spec["bands"])]
+    entries = corpus_shards(out_dir, shards, spec["index"])
+    sizes = [np.load(sig_path(root, source, shard), mmap_mode="r").shape[0] for root, source, shard in entries]
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    n_index = len(spec["index"])
+    indexed = int(offsets[n_index])  # earlier runs' documents come first: never removed, only matched against
+    edges = [np.load(edges_path(out_dir, b, p)) for b in range(spec["bands"]) for p in range(spec["partitions"])]
     all_edges = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
-    labels = components(len(ids), all_edges)
-    dup_rows, members = [], {}
-    for i in np.flatnonzero(labels != np.arange(len(ids))):
-        if i < indexed:
-            continue
-        root = int(labels[i])
-        dup_rows.append({"source": sources[i], "shard": shard_of[i], "id": ids[i],
-                         "cluster": f"{sources[root]}/{ids[root]}"})
-        members.setdefault(root, [root]).append(int(i))
-    cluster_rows = [{"cluster": f"{sources[r]}/{ids[r]}", "kept_source": sources[r], "kept_id": ids[r],
-                     "size": len(m), "members": [f"{sources[j]}/{ids[j]}" for j in m],
-                     "sources": sorted({sources[j] for j in m})} for r, m in sorted(members.items())]
+    nodes, roots = clustered_roots(all_edges)
+    removed = (nodes != roots) & (nodes >= indexed)
+    keep = np.isin(roots, roots[removed])  # clusters with at least one document of this run removed
+    nodes, roots, removed = nodes[keep], roots[keep], removed[keep]
+    owner = np.searchsorted(offsets, nodes, side="right") - 1
+    names = {}
+    for e in np.unique(owner):
+        root_dir, source, shard = entries[e]
+        col = pq.read_table(processed_path(root_dir, source, shard), columns=["id"]).column("id")
+        label = source if e >= n_index else f"index:{source}"
+        for g in nodes[owner == e].tolist():
+            names[g] = (label, shard, col[g - int(offsets[e])].as_py())
+
+    def name(g: int) -> str:
+        return f"{names[g][0]}/{names[g][2]}"
+
+    dup_rows = [{"source": names[g][0], "shard": names[g][1], "id": names[g][2], "cluster": name(r)}
+                for g, r in zip(nodes[removed].tolist(), roots[removed].tolist())]
+    members: dict[int, list[int]] = {}
+    for g, r in zip(nodes.tolist(), roots.tolist()):
+        members.setdefault(r, []).append(g)
+    cluster_rows = [{"cluster": name(r), "kept_source": names[r][0], "kept_id": names[r][2],
+                     "size": len(m), "members": [name(j) for j in m],
+                     "sources": sorted({names[j][0] for j in m})} for r, m in sorted(members.items())]
     base = out_dir / "work" / "minhash"
     atomic_write_parquet(base / "duplicates.parquet", pa.Table.from_pylist(dup_rows, schema=pa.schema(
         [("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("cluster", pa.string())])))
     atomic_write_parquet(base / "clusters.parquet", pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
-    params = {k: spec["cfg"][k] for k in ("ngram", "seed", "hashing", "language")} | \
+    params = {k: spec["cfg"][k] for k in ("ngram", "seed", "language")} | \
         {"bands": spec["bands"], "rows": spec["rows"]}
     (base / "params.json").write_text(json.dumps(params, sort_keys=True) + "\n")
     return write_marker(out_dir, key, fingerprint, {

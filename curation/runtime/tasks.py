@@ -17,7 +17,7 @@ from curation.recipe.schema import Source
 from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
 from curation.shards import IndexedWriter, merge
 from curation.steps.base import QuarantineSink, Record
-from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, resolve_duplicates
+from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, normalize_url, resolve_duplicates
 from curation.steps.normalize import Normalize
 from curation.steps.read import JsonlReader
 from curation.steps.registry import build_filter
@@ -80,12 +80,18 @@ def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tup
     out_dir = Path(out)
     rows: list[dict] = []
     if spec["cfg"] is not None:
+        url_field = spec["cfg"]["url"]
         columns = []
         for source, shard in shards:
-            t = pq.read_table(processed_path(out_dir, source, shard), columns=["id", "content_hash"])
-            columns.append((source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist()))
+            t = pq.read_table(processed_path(out_dir, source, shard),
+                              columns=["id", "content_hash"] + (["meta"] if url_field else []))
+            urls = [None] * t.num_rows
+            if url_field:
+                urls = [normalize_url(u) if isinstance(u := json.loads(m).get(url_field), str) else None
+                        for m in t.column("meta").to_pylist()]
+            columns.append((source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist(), urls))
         rows = resolve_duplicates(columns, spec["cfg"]["scope"])
-    names = ["source", "shard", "id", "duplicate_of_source", "duplicate_of_id"]
+    names = ["source", "shard", "id", "reason", "duplicate_of_source", "duplicate_of_id"]
     table = pa.table({n: pa.array([r[n] for r in rows], pa.string()) for n in names})
     atomic_write_parquet(out_dir / "work" / "dedup" / "exact.parquet", table)
     return write_marker(out_dir, key, fingerprint, {"duplicates": len(rows),
@@ -107,12 +113,14 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     steps = []
     if spec["dedup"]:
         dups = pq.read_table(out_dir / "work" / "dedup" / "exact.parquet",
-                             filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
-        steps.append(ExactDedup(set(dups.column("id").to_pylist()), **common))
+                             filters=[("source", "=", source), ("shard", "=", shard)], columns=["id", "reason"])
+        steps.append(ExactDedup(dict(zip(dups.column("id").to_pylist(), dups.column("reason").to_pylist())),
+                                **common))
     if spec.get("near_dedup"):
         near = pq.read_table(out_dir / "work" / "minhash" / "duplicates.parquet",
                              filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
-        steps.append(DropListed("near_dedup", "near_duplicate", set(near.column("id").to_pylist()), **common))
+        steps.append(DropListed("near_dedup", dict.fromkeys(near.column("id").to_pylist(), "near_duplicate"),
+                                **common))
     tokenizer = TextTokenizer(vocab, batch_size=spec["batch_size"], **common)
     steps.append(tokenizer)
     records = (Record(id=i, source=source, text=t, meta=json.loads(m))

@@ -1,16 +1,19 @@
-"""Exact (content-hash) dedup in two phases joined by a file on disk.
+"""Exact (content-hash) and URL dedup in two phases joined by a file on disk.
 
 1. While processing, every surviving record gets `content_hash` = BLAKE2b-128 of its
    normalised text (stored in the processed shard).
-2. `resolve_duplicates` reads only the hash columns of all processed shards, in a fixed
-   order (recipe source order, then shard, then row), and marks every later copy of a hash
-   as a duplicate of the first. With `scope: source` the first copy is looked for within
-   the same source only. The order never depends on worker count or task timing.
-3. `ExactDedup` drops the marked rows in each shard (reason `exact_duplicate`).
+2. `resolve_duplicates` reads only the hash (and URL) columns of all processed shards, in a
+   fixed order (recipe source order, then shard, then row), and marks every later copy of a
+   hash as a duplicate of the first (`exact_duplicate`); with a URL field, every later record
+   with the same normalised URL is a re-crawl of the first (`url_duplicate`). With
+   `scope: source` the first copy is looked for within the same source only. The order never
+   depends on worker count or task timing.
+3. `ExactDedup` drops the marked rows in each shard, each with its reason.
 """
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import urlsplit, urlunsplit
 
 from curation.steps.base import Drop, Filter, Record
 
@@ -19,34 +22,56 @@ def content_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str]]], scope: str) -> list[dict]:
-    """`shards`: (source, shard_id, hashes, ids) in canonical order -> one row per duplicate."""
-    first: dict[tuple[str, bytes] | bytes, tuple[str, str]] = {}
+def normalize_url(url: str) -> str | None:
+    """Scheme and host lower-cased, default port and fragment dropped; None when it is no http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not host:
+        return None
+    netloc = host if port in (None, 80 if scheme == "http" else 443) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]],
+                       scope: str) -> list[dict]:
+    """`shards`: (source, shard_id, hashes, ids, urls) in canonical order -> one row per duplicate.
+
+    `urls` holds normalised URLs (None where a record has none); content equality is checked first."""
+    first: dict = {}
     dups = []
-    for source, shard, hashes, ids in shards:
-        for h, rid in zip(hashes, ids):
-            key = (source, h) if scope == "source" else h
-            if key in first:
-                keep_source, keep_id = first[key]
-                dups.append({"source": source, "shard": shard, "id": rid,
+    for source, shard, hashes, ids, urls in shards:
+        for h, rid, url in zip(hashes, ids, urls):
+            keys = [("exact_duplicate", h)] + ([("url_duplicate", url)] if url else [])
+            if scope == "source":
+                keys = [(source, *k) for k in keys]
+            hit = next((k for k in keys if k in first), None)
+            if hit is not None:
+                keep_source, keep_id = first[hit]
+                dups.append({"source": source, "shard": shard, "id": rid, "reason": hit[-2],
                              "duplicate_of_source": keep_source, "duplicate_of_id": keep_id})
             else:
-                first[key] = (source, rid)
+                for k in keys:
+                    first[k] = (source, rid)
     return dups
 
 
 class DropListed(Filter):
-    """Drops the records whose ids a dedup phase listed (exact or near duplicates)."""
+    """Drops the records a dedup phase listed, each with its reason (id -> reason)."""
 
-    def __init__(self, name: str, reason: str, ids: set[str], **kw):
+    def __init__(self, name: str, reasons: dict[str, str], **kw):
         self.name = name
         super().__init__(**kw)
-        self.reason = reason
-        self.ids = ids
+        self.reasons = reasons
 
     def keep(self, record: Record) -> bool | Drop:
-        return Drop(self.reason) if record.id in self.ids else True
+        reason = self.reasons.get(record.id)
+        return Drop(reason) if reason else True
 
 
-def ExactDedup(duplicate_ids: set[str], **kw) -> DropListed:  # noqa: N802 - reads as a step type
-    return DropListed("exact_dedup", "exact_duplicate", duplicate_ids, **kw)
+def ExactDedup(reasons: dict[str, str], **kw) -> DropListed:  # noqa: N802 - reads as a step type
+    return DropListed("exact_dedup", reasons, **kw)
