@@ -41,6 +41,7 @@ def test_signatures_are_datatrove_signatures():
     theirs = MinhashDedupSignature("/tmp", config=MinhashConfig())
     a, b = permutations(112, 1)
     shingler = Shingler(5)
+    assert shingler._spacy is not None  # English takes the memoised path, the one that needs proving
     docs = _demo_docs(40) + TRICKY
     for text in docs + docs:  # second pass: everything from the memo
         assert shingler.words(text) == theirs.word_tokenizer.word_tokenize(simplify_text(text))

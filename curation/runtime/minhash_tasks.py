@@ -19,6 +19,7 @@ never recomputed or removed (incremental dedup).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +40,17 @@ def edges_path(out: Path, band: int, part: int) -> Path:
     return out / "work" / "minhash" / "edges" / f"{band:03d}-{part:03d}.npy"
 
 
+@lru_cache(maxsize=2)
+def _shingler(ngram: int, language: str) -> Shingler:
+    """One per worker process: its word memo carries over from shard to shard (a pure cache)."""
+    return Shingler(ngram, language)
+
+
 def run_signatures(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     cfg = spec["cfg"]
     bands, rows = spec["bands"], spec["rows"]
-    shingles = Shingler(cfg["ngram"], cfg["language"])
+    shingles = _shingler(cfg["ngram"], cfg["language"])
     a, b = permutations(bands * rows, cfg["seed"])
     texts = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["text"])
     sigs = [signature(shingles(t), a, b) for t in texts.column("text").to_pylist()]

@@ -9,7 +9,9 @@ exactly; only the work is organised differently, which is where the speed comes 
   space-delimited chunk on its own (that is what its internal cache relies on), so we tokenize
   each distinct chunk once, in one spaCy call per document for the chunks not seen before, and
   look the rest up. Tokenizers that segment across spaces (Chinese, Japanese, Vietnamese) or
-  carry special cases with spaces in them are called whole, as datatrove does.
+  carry multi-word special cases are called whole, as datatrove does.
+- a chunk of ASCII letters only or digits only that is no special case is its own token, so
+  spaCy is called only for the rest (checked against spaCy's output in the tests).
 - diacritic stripping is skipped for ASCII text, where it is the identity.
 - shingles are de-duplicated before the permutations (the minimum is unchanged).
 
@@ -45,8 +47,10 @@ class Shingler:
         if isinstance(self._datatrove, SpaCyTokenizer):
             import spacy.tokenizer
             tokenizer = self._datatrove.tokenizer.tokenizer
-            if type(tokenizer) is spacy.tokenizer.Tokenizer and not any(" " in k for k in tokenizer.rules or {}):
+            multi_word = any(" " in k.strip() for k in tokenizer.rules or {})  # the rule " " is harmless
+            if type(tokenizer) is spacy.tokenizer.Tokenizer and not multi_word:
                 self._spacy = tokenizer
+                self._rules = frozenset(tokenizer.rules or ())
         self._memo: dict[str, list[str]] = {}
 
     def simplify(self, text: str) -> str:
@@ -67,6 +71,13 @@ class Shingler:
         if new:
             if len(memo) > _MEMO_LIMIT:
                 memo.clear()
+            # an ASCII run of letters only or digits only is one token unless it is a special case
+            # ("dont" -> "do", "nt"): spaCy's affix and infix rules all need punctuation or a
+            # letter-digit boundary (units: "0km" -> "0", "km")
+            plain = [c for c in new if c.isascii() and (c.isalpha() or c.isdigit()) and c not in self._rules]
+            memo.update((c, [c]) for c in plain)
+            new = [c for c in new if c not in memo]
+        if new:
             starts, pos = [], 0
             for chunk in new:
                 starts.append(pos)
@@ -87,8 +98,13 @@ class Shingler:
         count = len(words) - n + 1
         if count <= 0:
             return np.zeros(0, dtype=np.uint64)
-        grams = (" ".join(words[i:i + n]) for i in range(count))
-        return np.unique(np.fromiter((xxhash.xxh64_intdigest(g) for g in grams), dtype=np.uint64, count=count))
+        joined = " ".join(words)  # n-gram i is a slice of it: cheaper than joining n words per n-gram
+        starts = [0]
+        for w in words:
+            starts.append(starts[-1] + len(w) + 1)
+        h = xxhash.xxh64_intdigest
+        return np.unique(np.fromiter((h(joined[starts[i]:starts[i + n] - 1]) for i in range(count)),
+                                     dtype=np.uint64, count=count))
 
 
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
