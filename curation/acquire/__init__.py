@@ -1,0 +1,1 @@
+"""Acquisition: fetching and unpacking sources into the raw/ layer."""
