@@ -54,7 +54,9 @@ class Plan:
 
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
-        names = ["read", "normalize", *[f.type for f in src.filters]]
+        names = ["read", "licence", *(["robots_optout"] if self.recipe.recipe.optout and src.optout == "page_url"
+                                        else []), "normalize", *[f.type for f in src.filters],
+                 *(["pii"] if src.pii else [])]
         if self.recipe.recipe.dedup.exact is not None:
             names.append("exact_dedup")
         if self.recipe.recipe.dedup.minhash is not None:
@@ -65,12 +67,15 @@ class Plan:
 def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     r = loaded.recipe
     process, tokenize, merge = [], [], []
+    optout = _optout(loaded)
     for src in r.sources:
         cfg = src.model_dump(mode="json", exclude={"weight", "category", "license"})
+        compliance = compliance_spec(loaded, src, optout)
         for f in loaded.inputs[src.name]:
             spec = {"source": cfg, "path": str(f.path), "rel": f.rel, "shard": f.shard_id,
-                    "base_dir": str(loaded.base_dir)}
-            fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "source": cfg, "input": f.sha256})
+                    "base_dir": str(loaded.base_dir), "compliance": compliance}
+            fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "source": cfg, "input": f.sha256,
+                              "compliance": compliance})
             process.append(Node("process", src.name, f.shard_id, fp, spec=spec))
     dedup_cfg = r.dedup.exact.model_dump(mode="json") if r.dedup.exact else None
     dedup = Node("dedup", None, None,
@@ -94,6 +99,29 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
                           spec={"source": src.name, "shards": [t.shard for t in parts]}))
     return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters)
+
+
+def _optout(loaded: LoadedRecipe):
+    """The recipe's robots.txt snapshots, loaded once at planning (a bad folder fails before any work)."""
+    if loaded.recipe.optout is None:
+        return None
+    from curation.compliance.optout import DEFAULT_AGENTS, OptOutIndex
+    cfg = loaded.recipe.optout
+    return OptOutIndex.load(loaded.resolve(cfg.snapshots), agents=tuple(cfg.agents or DEFAULT_AGENTS))
+
+
+def compliance_spec(loaded: LoadedRecipe, src, optout) -> dict:
+    """What the process task needs to apply the licence policy, the opt-out and PII for one source."""
+    from curation.compliance.licences import licence_class
+    r = loaded.recipe
+    return {
+        "licence": {"class": src.license_class or licence_class(src.license),
+                    "exclude": sorted(r.licence_policy.exclude), "field": src.licence_field},
+        "optout": None if optout is None or src.optout != "page_url" else {
+            "snapshots": str(loaded.resolve(r.optout.snapshots)), "agents": list(optout.agents),
+            "fingerprint": optout.fingerprint, "url_field": src.url_field},
+        "pii": src.pii.kinds if src.pii else None,
+    }
 
 
 def _index_shards(loaded: LoadedRecipe, cfg, bands: int, rows: int) -> list[list[str]]:

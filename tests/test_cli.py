@@ -21,7 +21,7 @@ def test_validate_and_explain(capsys):
     assert "3 source(s), 8 input file(s)" in capsys.readouterr().out
     assert main(["explain", str(DEMO)]) == 0
     text = capsys.readouterr().out
-    assert "read → normalize → length → language" in text and "merge" in text
+    assert "read → licence → robots_optout → normalize → length → language" in text and "merge" in text
     assert text.count("    process  ") == 8 and text.count("    tokenize ") == 8
 
 

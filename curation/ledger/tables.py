@@ -51,6 +51,19 @@ def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[s
     return counts
 
 
+def licence_decision(licence: dict) -> str:
+    if licence["field"]:
+        return f"per record ({licence['field']}); source class {licence['class']}"
+    return f"excluded ({licence['class']})" if licence["class"] in licence["exclude"] else "included"
+
+
+def optout_mode(plan: Plan, src) -> str:
+    from curation.compliance.optout import NOT_TECHNICALLY_AVAILABLE
+    if src.optout == "not_available":
+        return NOT_TECHNICALLY_AVAILABLE
+    return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
+
+
 def step_chain(plan: Plan, markers: dict, source: str, shard: str) -> list[StepStats]:
     process = markers[f"process/{source}/{shard}"]["stats"]
     tokenize = markers[f"tokenize/{source}/{shard}"]["stats"]
@@ -84,12 +97,16 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
     for src in r.sources:
         files = plan.recipe.inputs[src.name]
         src_fp = next(n.fingerprint for n in plan.merge if n.source == src.name)
+        comp = next(n.spec["compliance"] for n in plan.process if n.source == src.name) if files else \
+            {"licence": {"class": src.license_class or "unknown", "exclude": [], "field": None}, "pii": None}
         rows["sources"].append({
             "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": src.modality,
             "category": src.category, "revision": src.revision, "license": src.license,
-            "license_class": src.license_class, "weight": src.weight,
+            "license_class": comp["licence"]["class"], "weight": src.weight,
             "included": None, "excluded_reason": None,  # set once the stages are planned
-            "input_files": len(files), "input_bytes": sum(f.size for f in files)})
+            "input_files": len(files), "input_bytes": sum(f.size for f in files),
+            "licence_decision": licence_decision(comp["licence"]),
+            "optout_mode": optout_mode(plan, src), "pii": ", ".join(comp["pii"]) if comp["pii"] else "none"})
         for f in files:
             rows["inputs"].append({"run": run, "source": src.name, "shard": f.shard_id, "path": f.rel,
                                    "bytes": f.size, "sha256": f.sha256})
@@ -112,6 +129,16 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
                 t.dropped.update(st.dropped)
                 t.quarantined.update(st.quarantined)
                 t.seconds += st.seconds
+                t.notes.update(st.notes)
+        if "pii" in totals:
+            rows["pii"] += [{"run": run, "source": src.name, "kind": k, "replaced": n}
+                            for k, n in sorted(totals["pii"].notes.items())]
+        if "robots_optout" in totals:
+            o = totals["robots_optout"]
+            rows["optout"].append({"run": run, "source": src.name, "mode": "robots.txt (page URL)",
+                                   "records": o.records_in, "with_url": o.notes["checked"],
+                                   "removed": o.dropped["robots_opt_out"],
+                                   "allowlist_would_remove": o.notes["not_allowlisted"] + o.notes["no_url"]})
         for pos, name in enumerate(order):
             t = totals[name]
             rows["steps"].append({

@@ -134,6 +134,14 @@ class Input(Strict):
     metadata_fields: list[str] = []
 
 
+LicenceClass = Literal["permissive", "share-alike", "non-commercial", "research-only", "unknown"]
+
+
+class PII(Strict):
+    """Replace personal data in the text (counted per kind in the ledger table `pii`)."""
+    kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
+
+
 class Source(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     input: Input
@@ -141,8 +149,14 @@ class Source(Strict):
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
     # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
     modality: Literal["text", "image", "audio"] = "text"
-    license: str = "unknown"
-    license_class: str = "unknown"    # e.g. permissive, share-alike, non-commercial (policy: issue 5)
+    license: str = "unknown"          # SPDX id or free text
+    license_class: LicenceClass | None = None  # default: derived from `license`
+    licence_field: str | None = None  # a metadata field with each record's own licence (overrides the source's)
+    # robots.txt opt-out: `page_url` checks each record's `url_field`; `not_available` records that the
+    # source keeps no page URL (only an image host, or another dataset's name) so it cannot be applied
+    optout: Literal["page_url", "not_available"] = "page_url"
+    url_field: str = "url"
+    pii: PII | None = None
     revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0)
     max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
@@ -192,12 +206,25 @@ class Dedup(Strict):
     minhash: MinHashDedup | None = None
 
 
+class LicencePolicy(Strict):
+    """Licence classes whose records are excluded (Apertus 1.5 §3.1.1 defaults)."""
+    exclude: list[LicenceClass] = ["non-commercial", "research-only", "share-alike"]
+
+
+class OptOut(Strict):
+    """Retroactive robots.txt opt-out: a domain that disallows any of `agents` in any snapshot is excluded."""
+    snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.compliance.optout)
+    agents: list[str] | None = None  # default: curation.compliance.optout.DEFAULT_AGENTS
+
+
 class Recipe(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     vocabulary: str
     stages: list[Stage] = Field(default_factory=lambda: [Stage(name="pretrain")], min_length=1)
     dedup: Dedup = Dedup()
+    licence_policy: LicencePolicy = LicencePolicy()
+    optout: OptOut | None = None
     tokenize_batch_size: int = Field(default=256, ge=1)
     sources: list[Source] = Field(min_length=1)
 

@@ -26,12 +26,20 @@ def funnel_plot(rows: dict, path: Path) -> Path:
     sources = [s["source"] for s in rows["sources"]]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [2, 1]})
     colors = {src: f"C{i}" for i, src in enumerate(sources)}
-    for src in sources:
-        steps = sorted((r for r in rows["steps"] if r["source"] == src), key=lambda r: r["position"])
-        xs = ["input"] + [r["step"] for r in steps]
+    chains = {src: sorted((r for r in rows["steps"] if r["source"] == src), key=lambda r: r["position"])
+              for src in sources}
+    order = ["input"]  # all sources' steps on one axis: a step only some sources run goes after its predecessor
+    for steps in chains.values():
+        prev = "input"
+        for r in steps:
+            if r["step"] not in order:
+                order.insert(order.index(prev) + 1, r["step"])
+            prev = r["step"]
+    for src, steps in chains.items():
+        xs = [0] + [order.index(r["step"]) for r in steps]
         ys = [steps[0]["records_in"]] + [r["records_out"] for r in steps]
-        ax1.plot(range(len(xs)), ys, marker="o", label=src, color=colors[src])
-        ax1.set_xticks(range(len(xs)), xs, rotation=35, ha="right", fontsize=8)
+        ax1.plot(xs, ys, marker="o", label=src, color=colors[src])
+    ax1.set_xticks(range(len(order)), order, rotation=35, ha="right", fontsize=8)
     ax1.set_ylabel("records remaining")
     ax1.set_title("Records through the pipeline")
     ax1.grid(alpha=0.3)

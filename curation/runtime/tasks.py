@@ -13,12 +13,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curation.compliance.licences import LicencePolicy
+from curation.compliance.optout import OptOutIndex, RobotsOptOut
+from curation.errors import InputError
 from curation.recipe.schema import Source
 from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
 from curation.shards import IndexedWriter, merge
 from curation.steps.base import QuarantineSink, Record
 from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, normalize_url, resolve_duplicates
 from curation.steps.normalize import Normalize
+from curation.steps.pii import PIIRedactor
 from curation.steps.read import JsonlReader
 from curation.steps.registry import build_filter
 from curation.steps.tokenize_text import TextTokenizer
@@ -48,6 +52,14 @@ def _unique_names(steps) -> None:
             s.name = s.stats.step = f"{s.name}.{seen[s.name]}"
 
 
+@lru_cache(maxsize=2)
+def _optout_index(path: str, agents: tuple[str, ...], fingerprint: str) -> OptOutIndex:
+    index = OptOutIndex.load(path, agents=agents)
+    if index.fingerprint != fingerprint:
+        raise InputError(f"robots.txt snapshots in {path} changed after the run was planned; run again")
+    return index
+
+
 def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     src = Source.model_validate(spec["source"])
@@ -55,8 +67,16 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     common = {"source": src.name, "sink": sink}
     reader = JsonlReader(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
                          metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
-    steps = [Normalize(nfc=src.normalize.nfc, ftfy=src.normalize.ftfy, **common),
-             *[build_filter(f, base_dir=Path(spec["base_dir"]), **common) for f in src.filters]]
+    comp = spec["compliance"]
+    steps = [LicencePolicy(comp["licence"]["class"], comp["licence"]["exclude"], comp["licence"]["field"], **common)]
+    if comp["optout"]:
+        o = comp["optout"]
+        steps.append(RobotsOptOut(_optout_index(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
+                                  url_field=o["url_field"], **common))
+    steps += [Normalize(nfc=src.normalize.nfc, ftfy=src.normalize.ftfy, **common),
+              *[build_filter(f, base_dir=Path(spec["base_dir"]), **common) for f in src.filters]]
+    if comp["pii"]:
+        steps.append(PIIRedactor(kinds=tuple(comp["pii"]), **common))
     _unique_names(steps)
     stream = reader.run()
     for step in steps:

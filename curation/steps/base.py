@@ -51,6 +51,7 @@ class StepStats:
     dropped: Counter = field(default_factory=Counter)
     quarantined: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    notes: Counter = field(default_factory=Counter)  # counts that are no record flow (PII replaced by kind, ...)
 
     def balanced(self) -> bool:
         return self.records_in == self.records_out + sum(self.dropped.values()) + sum(self.quarantined.values())
@@ -58,12 +59,13 @@ class StepStats:
     def to_json(self) -> dict:
         return {"step": self.step, "records_in": self.records_in, "records_out": self.records_out,
                 "dropped": dict(sorted(self.dropped.items())),
-                "quarantined": dict(sorted(self.quarantined.items())), "seconds": self.seconds}
+                "quarantined": dict(sorted(self.quarantined.items())), "seconds": self.seconds,
+                **({"notes": dict(sorted(self.notes.items()))} if self.notes else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "StepStats":
         return cls(d["step"], d["records_in"], d["records_out"], Counter(d["dropped"]),
-                   Counter(d["quarantined"]), d["seconds"])
+                   Counter(d["quarantined"]), d["seconds"], Counter(d.get("notes", {})))
 
 
 class QuarantineSink:

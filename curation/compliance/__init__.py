@@ -1,0 +1,1 @@
+"""Compliance: licence policy, robots.txt opt-out."""

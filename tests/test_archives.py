@@ -1,0 +1,276 @@
+"""curation.acquire.archives: crafted hostile archives are refused and leave nothing behind."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from curation.acquire.archives import ExtractResult, extract
+from curation.errors import InputError
+
+GOOD = {"a.txt": b"alpha\n", "sub/b.bin": bytes(range(256)) * 4, "sub/deeper/c.json": b"{}\n"}
+
+
+def _tree(root: Path) -> set[str]:
+    """Every path under root (files, dirs, links), relative, so stray writes show up."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+def _tar_member(name: str, data: bytes = b"", type_=tarfile.REGTYPE, linkname: str = "",
+                mode: int = 0o600) -> tuple[tarfile.TarInfo, bytes | None]:
+    info = tarfile.TarInfo(name)
+    info.type = type_
+    info.linkname = linkname
+    info.mode = mode
+    info.size = len(data) if type_ == tarfile.REGTYPE else 0
+    return info, (data if type_ == tarfile.REGTYPE else None)
+
+
+def make_tar(path: Path, members, mode: str = "w:gz") -> Path:
+    # TarInfo objects added directly keep hostile names ('/x', '../x') that TarFile.add strips.
+    with tarfile.open(path, mode) as tf:
+        for info, data in members:
+            tf.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def make_zip(path: Path, entries) -> Path:
+    """entries: (name, data) or (ZipInfo, data)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+    return path
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    return src, out / "target"
+
+
+def _assert_refused(archive: Path, target: Path, match: str, **limits) -> InputError:
+    root = target.parent.parent
+    before = _tree(root)
+    with pytest.raises(InputError, match=match) as err:
+        extract(archive, target, **limits)
+    assert str(archive) in str(err.value)
+    assert not target.exists()
+    assert _tree(root) == before, "refusal left files behind"
+    assert not (root.parent / "evil").exists() and not (root / "evil").exists()
+    return err.value
+
+
+# --- good archives ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode,suffix", [("w:gz", "tar.gz"), ("w", "tar"), ("w:bz2", "tar.bz2"),
+                                         ("w:xz", "tar.xz")])
+def test_good_tar_extracts_files_sha_and_modes(dirs, mode, suffix):
+    src, target = dirs
+    members = [_tar_member("sub", type_=tarfile.DIRTYPE, mode=0o700)]
+    members += [_tar_member(n, d, mode=0o700) for n, d in GOOD.items()]
+    archive = make_tar(src / f"good.{suffix}", members, mode)
+    result = extract(archive, target)
+    assert isinstance(result, ExtractResult)
+    assert result.files == sorted(GOOD)
+    assert result.bytes == sum(len(d) for d in GOOD.values())
+    assert result.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert result.skipped == {}
+    assert _tree(target) == set(GOOD) | {"sub", "sub/deeper"}
+    for name, data in GOOD.items():
+        assert (target / name).read_bytes() == data
+        assert stat.S_IMODE((target / name).stat().st_mode) == 0o644
+    for d in (target, target / "sub", target / "sub/deeper"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o755
+    assert os.listdir(target.parent) == ["target"]  # no staging directory left over
+
+
+def test_good_zip_extracts(dirs):
+    src, target = dirs
+    archive = make_zip(src / "good.zip", [("sub/", b"")] + list(GOOD.items()))
+    result = extract(archive, target)
+    assert result.files == sorted(GOOD)
+    assert result.bytes == sum(len(d) for d in GOOD.values())
+    assert result.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert _tree(target) == set(GOOD) | {"sub", "sub/deeper"}
+    assert os.listdir(target.parent) == ["target"]  # no staging directory left over
+    for name, data in GOOD.items():
+        assert (target / name).read_bytes() == data
+
+
+def test_existing_empty_target_is_filled_nonempty_refused(dirs):
+    src, target = dirs
+    archive = make_zip(src / "good.zip", list(GOOD.items()))
+    target.mkdir()
+    assert extract(archive, target).files == sorted(GOOD)
+    with pytest.raises(InputError, match="not empty"):
+        extract(archive, target)
+    assert _tree(target) == set(GOOD) | {"sub", "sub/deeper"}
+
+
+def test_special_files_skipped_with_reason(dirs):
+    src, target = dirs
+    archive = make_tar(src / "special.tar.gz", [
+        _tar_member("ok.txt", b"ok"), _tar_member("fifo", type_=tarfile.FIFOTYPE),
+        _tar_member("dev", type_=tarfile.CHRTYPE), _tar_member("blk", type_=tarfile.BLKTYPE)])
+    result = extract(archive, target)
+    assert result.files == ["ok.txt"]
+    assert result.skipped == {"device": 2, "fifo": 1}
+    assert _tree(target) == {"ok.txt"}
+
+
+# --- path escapes ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["../evil", "a/../../evil", "./../evil"])
+def test_tar_traversal_refused_nothing_outside(dirs, name):
+    src, target = dirs
+    archive = make_tar(src / "trav.tar.gz", [_tar_member("fine.txt", b"x"), _tar_member(name, b"pwn")])
+    err = _assert_refused(archive, target, r"'\.\.'")
+    assert name in str(err)
+
+
+def test_tar_absolute_path_refused(dirs):
+    src, target = dirs
+    evil = target.parent.parent / "evil"
+    archive = make_tar(src / "abs.tar.gz", [_tar_member(str(evil), b"pwn")])
+    _assert_refused(archive, target, "absolute path")
+
+
+@pytest.mark.parametrize("link", ["/etc/passwd", "../../x", "../target2"])
+def test_tar_symlink_outside_refused(dirs, link):
+    src, target = dirs
+    archive = make_tar(src / "sym.tar.gz", [
+        _tar_member("escape", type_=tarfile.SYMTYPE, linkname=link),
+        _tar_member("escape/passwd", b"pwn")])  # would write through the link if it existed
+    _assert_refused(archive, target, "symlink to .* outside the target")
+
+
+def test_tar_symlink_inside_refused_too(dirs):
+    src, target = dirs
+    archive = make_tar(src / "symin.tar.gz", [
+        _tar_member("a.txt", b"x"), _tar_member("b.txt", type_=tarfile.SYMTYPE, linkname="a.txt")])
+    _assert_refused(archive, target, "links are never extracted")
+
+
+@pytest.mark.parametrize("link", ["/etc/passwd", "../evil"])
+def test_tar_hardlink_outside_refused(dirs, link):
+    src, target = dirs
+    archive = make_tar(src / "hard.tar.gz", [_tar_member("h", type_=tarfile.LNKTYPE, linkname=link)])
+    _assert_refused(archive, target, "hard link to .* outside the target")
+
+
+@pytest.mark.parametrize("name,match", [("../evil", r"'\.\.'"), ("a/../../evil", r"'\.\.'"),
+                                        ("/tmp/evil", "absolute path"),
+                                        ("..\\evil", r"'\.\.'"), ("C:/evil", "absolute path")])
+def test_zip_escape_names_refused(dirs, name, match):
+    src, target = dirs
+    archive = make_zip(src / "trav.zip", [("fine.txt", b"x"), (name, b"pwn")])
+    _assert_refused(archive, target, match)
+
+
+@pytest.mark.parametrize("link", ["/etc/passwd", "../../x"])
+def test_zip_symlink_refused(dirs, link):
+    src, target = dirs
+    info = zipfile.ZipInfo("link")
+    info.create_system = 3  # unix, so external_attr carries st_mode
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    archive = make_zip(src / "sym.zip", [(info, link.encode())])
+    _assert_refused(archive, target, "symlink to .* outside the target")
+
+
+# --- resource limits -------------------------------------------------------------------------
+
+ZEROS = 50 * 2**20
+
+
+def test_zip_bomb_refused_no_partial(dirs):
+    src, target = dirs
+    archive = make_zip(src / "bomb.zip", [("first.txt", b"fine"), ("zeros.bin", bytes(ZEROS))])
+    assert archive.stat().st_size * 200 < ZEROS  # really a bomb at the default ratio
+    _assert_refused(archive, target, "max_ratio")
+
+
+def test_gzip_bomb_refused_no_partial(dirs):
+    src, target = dirs
+    archive = make_tar(src / "bomb.tar.gz", [_tar_member("first.txt", b"fine"),
+                                             _tar_member("zeros.bin", bytes(ZEROS))])
+    _assert_refused(archive, target, "max_ratio")
+
+
+def test_total_and_member_byte_limits(dirs):
+    src, target = dirs
+    archive = make_zip(src / "big.zip", [(f"f{i}", os.urandom(4096)) for i in range(4)])
+    _assert_refused(archive, target, "max_total_bytes", max_total_bytes=10_000)
+    _assert_refused(archive, target, "max_member_bytes", max_member_bytes=4095)
+    assert extract(archive, target, max_total_bytes=16384, max_member_bytes=4096).bytes == 16384
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_limits_enforced_on_bytes_written_not_headers(dirs, monkeypatch, kind):
+    # Make every header claim 0 bytes: only the streaming count can catch the members.
+    from curation.acquire import archives
+    real = archives._Writer.write_file
+    monkeypatch.setattr(archives._Writer, "write_file",
+                        lambda self, rel, name, declared, read: real(self, rel, name, 0, read))
+    src, target = dirs
+    data = {"a": os.urandom(4096), "zeros": bytes(4 * 2**20)}
+    if kind == "zip":
+        archive = make_zip(src / "liar.zip", list(data.items()))
+    else:
+        archive = make_tar(src / "liar.tar.gz", [_tar_member(n, d) for n, d in data.items()])
+    _assert_refused(archive, target, "max_member_bytes", max_member_bytes=4095)
+    _assert_refused(archive, target, "max_total_bytes", max_total_bytes=2**20)
+    _assert_refused(archive, target, "max_ratio", max_ratio=50)
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_member_count_limit(dirs, kind):
+    src, target = dirs
+    names = [f"f{i:03d}" for i in range(11)]
+    if kind == "zip":
+        archive = make_zip(src / "many.zip", [(n, b"x") for n in names])
+    else:
+        archive = make_tar(src / "many.tar.gz", [_tar_member(n, b"x") for n in names])
+    _assert_refused(archive, target, "max_members=10", max_members=10)
+    assert len(extract(archive, target, max_members=11).files) == 11
+
+
+# --- damaged archives ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix,mode", [("tar.gz", "w:gz"), ("tar", "w"), ("tar.xz", "w:xz")])
+def test_truncated_tar_refused(dirs, suffix, mode):
+    src, target = dirs
+    good = make_tar(src / f"good.{suffix}", [_tar_member("r.bin", os.urandom(20_000))], mode)
+    data = good.read_bytes()
+    # Cut mid-stream, and (for plain tar) exactly after the member's data: a block boundary.
+    cuts = [len(data) // 2] + ([512 + 20_480] if mode == "w" else [])
+    for i, cut in enumerate(cuts):
+        bad = src / f"bad{i}.{suffix}"
+        bad.write_bytes(data[:cut])
+        err = _assert_refused(bad, target, "truncated or corrupt archive")
+        assert bad.name in str(err) and "re-download" in str(err)
+
+
+def test_truncated_and_garbage_zip_refused(dirs):
+    src, target = dirs
+    good = make_zip(src / "good.zip", [("r.bin", os.urandom(20_000))])
+    bad = src / "bad.zip"
+    bad.write_bytes(good.read_bytes()[:10_000])
+    _assert_refused(bad, target, "truncated or corrupt archive")
+    junk = src / "junk.zip"
+    junk.write_bytes(b"not an archive at all")
+    _assert_refused(junk, target, "truncated or corrupt archive")
+
+
+def test_missing_archive_refused(dirs):
+    src, target = dirs
+    with pytest.raises(InputError, match="not found"):
+        extract(src / "nope.tar.gz", target)
