@@ -29,8 +29,8 @@ class RunResult:
     skipped: int
 
 
-def load_plan(recipe_path: str | Path) -> Plan:
-    loaded = load_recipe(recipe_path)
+def load_plan(recipe_path: str | Path, raw_root: Path | None = None) -> Plan:
+    loaded = load_recipe(recipe_path, raw_root=raw_root)
     vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
     vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
     return build_plan(loaded, vocab)
@@ -44,10 +44,15 @@ def _current(out: Path, node: Node) -> dict | None:
 
 
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
-        progress: bool = True) -> RunResult:
-    plan = load_plan(recipe_path)
+        progress: bool = True, resolver=None) -> RunResult:
+    """`resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    early = load_recipe(recipe_path, resolve_inputs=False)
+    if any(s.acquire for s in early.recipe.sources):
+        from curation.acquire.sources import acquire_all
+        acquire_all(early, out / "raw", resolver=resolver)
+    plan = load_plan(recipe_path, raw_root=out / "raw")
     markers: dict[str, dict] = {}
     counts = {"executed": 0, "skipped": 0}
     shard_order = [(n.source, n.shard) for n in plan.process]

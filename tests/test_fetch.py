@@ -2,61 +2,13 @@
 request reached a blocked destination. No traffic leaves loopback."""
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from curation.acquire.fetch import Fetcher, FetchPolicy
 from curation.acquire.netguard import AccessLists, Guard
-
-
-class Server:
-    """A loopback HTTP server that logs every request it receives; routes map path -> handler."""
-
-    def __init__(self, address: str, routes: dict):
-        self.log: list[tuple[str, str]] = []   # (path, Host header)
-        self.inflight = self.max_inflight = 0
-        self.routes = routes
-        lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                with lock:
-                    server.log.append((self.path, self.headers.get("Host")))
-                    server.inflight += 1
-                    server.max_inflight = max(server.max_inflight, server.inflight)
-                try:
-                    status, headers, body = server.routes[self.path.split("?")[0]](server)
-                    self.send_response(status)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                finally:
-                    with lock:
-                        server.inflight -= 1
-
-        self.httpd = ThreadingHTTPServer((address, 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.base = f"http://{address}:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def paths(self) -> list[str]:
-        return [p for p, _ in self.log]
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.loopback import Server
 
 
 def ok(body=b"payload"):

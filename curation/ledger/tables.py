@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curation.acquire.sources import read_acquired
 from curation import __version__
 from curation.errors import ConservationError
 from curation.plan import Plan
@@ -97,16 +98,25 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
     for src in r.sources:
         files = plan.recipe.inputs[src.name]
         src_fp = next(n.fingerprint for n in plan.merge if n.source == src.name)
+        acquired = read_acquired(out / "raw", src.name) if src.acquire else None
         comp = next(n.spec["compliance"] for n in plan.process if n.source == src.name) if files else \
             {"licence": {"class": src.license_class or "unknown", "exclude": [], "field": None}, "pii": None}
         rows["sources"].append({
             "run": run, "source": src.name, "source_fingerprint": src_fp, "modality": src.modality,
-            "category": src.category, "revision": src.revision, "license": src.license,
+            "category": src.category,
+            "revision": src.revision or (acquired or {}).get("revision"), "license": src.license,
             "license_class": comp["licence"]["class"], "weight": src.weight,
             "included": None, "excluded_reason": None,  # set once the stages are planned
             "input_files": len(files), "input_bytes": sum(f.size for f in files),
             "licence_decision": licence_decision(comp["licence"]),
-            "optout_mode": optout_mode(plan, src), "pii": ", ".join(comp["pii"]) if comp["pii"] else "none"})
+            "optout_mode": optout_mode(plan, src), "pii": ", ".join(comp["pii"]) if comp["pii"] else "none",
+            "acquired": acquired["kind"] if acquired else None,
+            "fetched_sha256": acquired["fetched_sha256"] if acquired else None})
+        for outcome, n in sorted((acquired or {}).get("outcomes", {}).items()):
+            kind, _, reason = outcome.partition(":")
+            rows["acquisition"].append({"run": run, "source": src.name, "kind": acquired["kind"],
+                                        "origin": acquired["origin"], "outcome": kind, "reason": reason or None,
+                                        "items": n})
         for f in files:
             rows["inputs"].append({"run": run, "source": src.name, "shard": f.shard_id, "path": f.rel,
                                    "bytes": f.size, "sha256": f.sha256})

@@ -107,26 +107,34 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _resolve_inputs(loaded: LoadedRecipe, lines: dict) -> None:
+def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
     for si, src in enumerate(loaded.recipe.sources):
         files: list[Path] = []
+        base = loaded.base_dir
+        if src.acquire is not None:
+            if raw_root is None:  # validate/explain: nothing is acquired, so there is nothing to list yet
+                loaded.inputs[src.name] = []
+                continue
+            base = raw_root / src.name
         for pi, pattern in enumerate(src.input.paths):
-            full = str(loaded.resolve(pattern))
+            full = str(Path(pattern) if Path(pattern).is_absolute() else (base / pattern).resolve())
             matched = sorted(Path(p) for p in glob.glob(full, recursive=True))
             matched = [p for p in matched if p.is_file()]
             if not matched:
                 key = ("sources", si, "input", "paths", pi)
                 line = line_for(lines, key)
+                where = " in what was acquired" if src.acquire is not None else ""
                 raise RecipeError(
-                    f"{loaded.path}:{line} {format_path(key)}: {pattern!r} matched no files "
+                    f"{loaded.path}:{line} {format_path(key)}: {pattern!r} matched no files{where} "
                     f"(looked for {full}); fix the path or glob")
             files.extend(matched)
         seen: set[Path] = set()
         unique = [p for p in files if not (p in seen or seen.add(p))]
         out = []
         for i, p in enumerate(unique):
-            try:
-                rel = str(p.relative_to(loaded.base_dir.resolve()))
+            try:  # stable across machines: relative to the recipe, or raw/<source>/... for acquired files
+                rel = str(p.relative_to(loaded.base_dir.resolve())) if src.acquire is None else \
+                    str(Path("raw") / src.name / p.relative_to(base.resolve()))
             except ValueError:
                 rel = str(p)
             try:
@@ -143,7 +151,8 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def load_recipe(path: str | Path, *, resolve_inputs: bool = True) -> LoadedRecipe:
+def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path | None = None) -> LoadedRecipe:
+    """`raw_root`: the run's `raw/` folder, where sources with `acquire:` were put (None: list none)."""
     path = Path(path)
     data, lines = load_with_lines(path)
     if not isinstance(data, dict):
@@ -160,7 +169,7 @@ def load_recipe(path: str | Path, *, resolve_inputs: bool = True) -> LoadedRecip
         raise RecipeError(f"{path}:{line_for(lines, ('vocabulary',))} vocabulary: file {vocab} not found; "
                           f"point it at a vocabulary YAML under tokenizers/")
     if resolve_inputs:
-        _resolve_inputs(loaded, lines)
+        _resolve_inputs(loaded, lines, raw_root)
         loaded.fingerprint = fingerprint({
             "curate": __version__.split(".")[0],
             "recipe": recipe.model_dump(mode="json"),

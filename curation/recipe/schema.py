@@ -127,7 +127,9 @@ class Normalize(Strict):
 
 
 class Input(Strict):
-    format: Literal["jsonl"] = "jsonl"
+    # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots)
+    format: Literal["jsonl", "parquet"] = "jsonl"
+    # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
     text_field: str = "text"
     id_field: str | None = None
@@ -142,9 +144,29 @@ class PII(Strict):
     kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
 
 
+class Acquire(Strict):
+    """Bring a source into `<out>/raw/<source>/` before it is read (see `curation.acquire.sources`).
+
+    `archive`: a tar/zip file, extracted safely. `fsspec`: files matching an fsspec URL glob
+    (`file://`, `memory://`, `s3://...` with its package installed), copied. `urls`: a URL list
+    (`.txt`, one per line, or `.jsonl` with `url_field` and metadata), downloaded behind the network
+    guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura)."""
+    kind: Literal["archive", "fsspec", "urls"]
+    path: str
+    url_field: str = "url"
+    timeout_s: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    per_host: int = Field(default=2, ge=1)
+    host_interval_s: float = Field(default=0.0, ge=0)
+    workers: int = Field(default=8, ge=1, le=256)
+    max_bytes: int = Field(default=64 * 2**20, ge=1)
+    max_archive_bytes: int = Field(default=20 * 2**30, ge=1)
+
+
 class Source(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     input: Input
+    acquire: Acquire | None = None
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
     # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
@@ -217,6 +239,16 @@ class OptOut(Strict):
     agents: list[str] | None = None  # default: curation.compliance.optout.DEFAULT_AGENTS
 
 
+class ThreatFeed(Strict):
+    path: str
+    format: Literal["firehol", "spamhaus", "urlhaus", "hosts"]
+
+
+class Network(Strict):
+    """Safeguards for every download (Apertus 1.5 §6.4): threat feeds compiled into access lists."""
+    feeds: list[ThreatFeed] = []
+
+
 class Recipe(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
@@ -225,6 +257,7 @@ class Recipe(Strict):
     dedup: Dedup = Dedup()
     licence_policy: LicencePolicy = LicencePolicy()
     optout: OptOut | None = None
+    network: Network = Network()
     tokenize_batch_size: int = Field(default=256, ge=1)
     sources: list[Source] = Field(min_length=1)
 

@@ -86,6 +86,21 @@ def _compliance_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
             "(records removed by it), PII handling, the opt-out mode, and the tokens that went in.",
             _table(["source", "revision", "licence", "class", "decision", "removed", "PII", "opt-out", "tokens"],
                    legal))]
+    if rows.get("acquisition"):
+        per: dict[str, dict] = {}
+        for a in rows["acquisition"]:
+            p = per.setdefault(a["source"], {"kind": a["kind"], "ok": 0, "refused": 0, "failed": 0, "reasons": []})
+            p[a["outcome"]] = p.get(a["outcome"], 0) + a["items"]
+            if a["reason"]:
+                p["reasons"].append(f"{a['reason']} {a['items']}")
+        out.append(("Acquisition", "What the `acquire:` sources fetched or unpacked into `raw/`. Refused: the "
+                    "network guard denied the destination (threat feeds, scheme, resolution) before any "
+                    "connection; failed: errors left after bounded retries. sha256 of what was fetched: "
+                    "ledger `sources.fetched_sha256`.",
+                    _table(["source", "kind", "items", "ok", "refused", "failed", "rejected share", "reasons"],
+                           [[s, p["kind"], (n := p["ok"] + p["refused"] + p["failed"] + p.get("skipped", 0)),
+                             p["ok"], p["refused"], p["failed"], f"{100 * p['refused'] / max(n, 1):.1f}%",
+                             ", ".join(p["reasons"]) or "—"] for s, p in per.items()])))
     if rows.get("optout"):
         out.append(("robots.txt opt-out", "Records removed because their domain opts out of an AI crawler in any "
                     "snapshot (the exclusion rule), next to what a strict allow-list (only domains whose every "

@@ -23,7 +23,7 @@ from curation.steps.base import QuarantineSink, Record
 from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, normalize_url, resolve_duplicates
 from curation.steps.normalize import Normalize
 from curation.steps.pii import PIIRedactor
-from curation.steps.read import JsonlReader
+from curation.steps.read import JsonlReader, TableReader
 from curation.steps.registry import build_filter
 from curation.steps.tokenize_text import TextTokenizer
 from curation.vocab import Vocabulary
@@ -65,8 +65,9 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     src = Source.model_validate(spec["source"])
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
-    reader = JsonlReader(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
-                         metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
+    reader_cls = TableReader if src.input.format == "parquet" else JsonlReader
+    reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
+                        metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
     comp = spec["compliance"]
     steps = [LicencePolicy(comp["licence"]["class"], comp["licence"]["exclude"], comp["licence"]["field"], **common)]
     if comp["optout"]:

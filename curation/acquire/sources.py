@@ -1,0 +1,198 @@
+"""The raw/ layer: sources with `acquire:` are unpacked, copied or downloaded into
+`<out>/raw/<source>/` before the run is planned; `input.paths` then name files in that folder.
+
+- `archive`: a tar/zip extracted with `curation.acquire.archives.extract` (no traversal, no links,
+  size/count/ratio limits) into `files/`. What was fetched = the archive: its sha256 is recorded.
+- `fsspec`: every file matching an fsspec URL glob is copied into `files/`; the recorded sha256 is
+  over the sorted (name, sha256) list. A Hugging Face snapshot path (`.../snapshots/<commit>/`)
+  pins its revision, which must match the source's `revision` when both are given.
+- `urls`: a URL list (`.txt` one URL per line, or `.jsonl` objects with `url_field` and metadata)
+  downloaded by `Fetcher` behind the recipe's network guard into `fetched/` (resumable). A text
+  source also gets `documents.jsonl` (id, url, text, metadata; HTML reduced to its main text with
+  trafilatura). Every URL ends as `ok`, `refused:<reason>` or `failed:<reason>`; the counts, and the
+  sha256 over the sorted (url, body sha256) list, are recorded.
+
+`<out>/raw/<source>/acquired.json` holds that record (the ledger's `acquisition` rows and the
+`sources.fetched_sha256` column are read from it). An archive or fsspec acquisition whose
+spec and origin are unchanged is reused as is.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+from curation.errors import InputError
+from curation.recipe.load import LoadedRecipe, fingerprint, sha256_file
+
+RECORD = "acquired.json"
+
+
+def raw_dir(raw_root: Path, source: str) -> Path:
+    return raw_root / source
+
+
+def read_acquired(raw_root: Path, source: str) -> dict | None:
+    path = raw_dir(raw_root, source) / RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _write(folder: Path, record: dict) -> dict:
+    tmp = folder / f".{RECORD}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    tmp.replace(folder / RECORD)
+    return record
+
+
+def _listing_sha(pairs: list[tuple[str, str]]) -> str:
+    return hashlib.sha256("".join(f"{a}\0{b}\n" for a, b in sorted(pairs)).encode()).hexdigest()
+
+
+def guard_for(loaded: LoadedRecipe, resolver=None):
+    from curation.acquire.netguard import Guard, load_feeds, system_resolver
+    feeds = [{"path": str(loaded.resolve(f.path)), "format": f.format} for f in loaded.recipe.network.feeds]
+    return Guard(load_feeds(feeds), resolver=resolver or system_resolver)
+
+
+def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str, dict]:
+    """Acquire every source that has `acquire:`; returns source -> its acquired.json record."""
+    done, guard = {}, None
+    for src in loaded.recipe.sources:
+        if src.acquire is None:
+            continue
+        folder = raw_dir(raw_root, src.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec = src.acquire.model_dump(mode="json")
+        if src.acquire.kind == "urls":
+            guard = guard or guard_for(loaded, resolver)
+            done[src.name] = _urls(loaded, src, folder, spec, guard)
+        elif src.acquire.kind == "archive":
+            done[src.name] = _archive(loaded, src, folder, spec)
+        else:
+            done[src.name] = _fsspec(src, folder, spec)
+    return done
+
+
+def _archive(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
+    from curation.acquire.archives import extract
+    archive = loaded.resolve(src.acquire.path)
+    if not archive.is_file():
+        raise InputError(f"source {src.name!r}: archive {archive} does not exist; fix acquire.path")
+    sha = sha256_file(archive)
+    key = fingerprint({"spec": spec, "sha256": sha})
+    previous = read_acquired(folder.parent, src.name)
+    if previous and previous.get("key") == key and (folder / "files").is_dir():
+        return previous
+    shutil.rmtree(folder / "files", ignore_errors=True)
+    result = extract(archive, folder / "files", max_total_bytes=src.acquire.max_archive_bytes)
+    return _write(folder, {"key": key, "source": src.name, "kind": "archive", "origin": str(archive),
+                           "origin_sha256": sha, "fetched_sha256": sha, "files": len(result.files),
+                           "bytes": result.bytes, "outcomes": {"ok": len(result.files),
+                                                               **{f"skipped:{k}": v for k, v in
+                                                                  result.skipped.items()}}})
+
+
+def snapshot_revision(src) -> str | None:
+    """The commit a Hugging Face snapshot path pins (`.../snapshots/<40 hex>/...`), checked against
+    the source's `revision`: a snapshot of another revision than the recipe pins is an error."""
+    found = re.search(r"snapshots/([0-9a-f]{40})(?:/|$)", src.acquire.path)
+    pinned = found.group(1) if found else None
+    if pinned and src.revision and src.revision != pinned:
+        raise InputError(f"source {src.name!r}: acquire.path is the snapshot of revision {pinned}, but the "
+                         f"recipe pins revision {src.revision}; point at the pinned snapshot or update `revision`")
+    return src.revision or pinned
+
+
+def _fsspec(src, folder: Path, spec: dict) -> dict:
+    import fsspec
+    revision = snapshot_revision(src)
+    try:
+        files = fsspec.open_files(src.acquire.path, mode="rb")
+    except (ValueError, ImportError, OSError) as e:
+        raise InputError(f"source {src.name!r}: cannot list {src.acquire.path!r} ({e}); check the URL and "
+                         f"that the filesystem's package is installed") from None
+    if not files:
+        raise InputError(f"source {src.name!r}: {src.acquire.path!r} matched no files; fix acquire.path")
+    target = folder / "files"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    pairs, total = [], 0
+    for f in sorted(files, key=lambda f: f.path):
+        name = Path(f.path).name
+        with f as fin, open(target / name, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        pairs.append((name, sha256_file(target / name)))
+        total += (target / name).stat().st_size
+    sha = _listing_sha(pairs)
+    return _write(folder, {"key": fingerprint({"spec": spec, "sha256": sha}), "source": src.name, "kind": "fsspec",
+                           "origin": src.acquire.path, "origin_sha256": None, "fetched_sha256": sha, "revision": revision,
+                           "files": len(pairs), "bytes": total, "outcomes": {"ok": len(pairs)}})
+
+
+def _url_list(path: Path, url_field: str) -> list[dict]:
+    if not path.is_file():
+        raise InputError(f"URL list {path} does not exist; fix acquire.path")
+    entries = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"URL list {path} line {n}: {e.msg}; fix the line") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get(url_field), str):
+                raise InputError(f"URL list {path} line {n}: no string field {url_field!r}; set acquire.url_field")
+            entries.append(obj | {"url": obj[url_field]})
+        else:
+            entries.append({"url": line})
+    return entries
+
+
+def _to_text(body: bytes) -> str | None:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    head = text[:2048].lower()
+    if "<html" in head or "<!doctype html" in head or "<body" in head:
+        import trafilatura
+        return trafilatura.extract(text, include_comments=False) or ""
+    return text
+
+
+def _urls(loaded: LoadedRecipe, src, folder: Path, spec: dict, guard) -> dict:
+    from curation.acquire.fetch import Fetcher, FetchPolicy
+    origin = loaded.resolve(src.acquire.path)
+    entries = _url_list(origin, src.acquire.url_field)
+    a = src.acquire
+    policy = FetchPolicy(timeout_s=a.timeout_s, max_retries=a.max_retries, per_host=a.per_host,
+                         host_interval_s=a.host_interval_s, workers=a.workers, max_bytes=a.max_bytes)
+    results = Fetcher(guard, policy).fetch_all([e["url"] for e in entries], folder / "fetched")
+    outcomes: dict[str, int] = {}
+    for r in results:
+        key = r.status if r.status == "ok" else f"{r.status}:{r.reason}"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    if src.modality == "text":
+        tmp = folder / ".documents.jsonl.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            for entry, r in zip(entries, results):
+                if r.status != "ok":
+                    continue
+                text = _to_text((folder / "fetched" / r.file).read_bytes())
+                doc = {k: v for k, v in entry.items() if k != src.acquire.url_field}
+                doc.setdefault("id", hashlib.sha256(r.url.encode()).hexdigest()[:16])
+                doc.update({"url": r.url, "final_url": r.final_url, "sha256": r.sha256, "text": text})
+                if text is None:
+                    doc["fetch_error"] = "body is not UTF-8 text"
+                f.write(json.dumps(doc, ensure_ascii=False, sort_keys=True) + "\n")
+        tmp.replace(folder / "documents.jsonl")
+    sha = _listing_sha([(r.url, r.sha256) for r in results if r.status == "ok"])
+    return _write(folder, {"key": fingerprint({"spec": spec, "sha256": sha256_file(origin)}), "source": src.name,
+                           "kind": "urls", "origin": str(origin), "origin_sha256": sha256_file(origin),
+                           "fetched_sha256": sha, "files": outcomes.get("ok", 0),
+                           "bytes": sum(r.bytes for r in results), "outcomes": dict(sorted(outcomes.items())),
+                           "guard": guard.lists.counts, "guard_fingerprint": guard.lists.fingerprint})

@@ -1,0 +1,93 @@
+"""Sources acquired into raw/ by `curate run`: a URL list served from loopback behind the network
+guard, an archive, and an fsspec folder of Parquet files (a dataset snapshot). No traffic leaves
+loopback: every URL is a literal 127.0.0.x address or refused before any connection."""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import VOCAB, english_doc
+from tests.loopback import Server
+
+
+def page(i: int) -> bytes:
+    return (f"<!doctype html><html><head><title>Page {i}</title></head><body><article><h1>Story {i}</h1>"
+            f"<p>{english_doc(i, 120)}</p><p>{english_doc(i + 100, 120)}</p></article></body></html>").encode()
+
+
+@pytest.mark.slow
+def test_run_acquires_urls_archives_and_snapshots(tmp_path):
+    from curation.run import run
+
+    good = Server("127.0.0.2", {"/a": lambda s: (200, {"Content-Type": "text/html"}, page(1)),
+                                "/b": lambda s: (200, {"Content-Type": "text/html"}, page(2)),
+                                "/gone": lambda s: (404, {}, b"")})
+    blocked = Server("127.0.0.3", {"/x": lambda s: (200, {}, b"SECRET")})
+    good.routes["/hop"] = lambda s: (302, {"Location": f"{blocked.base}/x"}, b"")
+    try:
+        (tmp_path / "firehol.netset").write_text("# test feed\n127.0.0.3/32\n")
+        urls = [f"{good.base}/a", f"{good.base}/b", f"{good.base}/hop", f"{good.base}/gone", "ftp://127.0.0.2/f"]
+        (tmp_path / "urls.jsonl").write_text("".join(json.dumps({"url": u, "lang": "en"}) + "\n" for u in urls))
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, docs in (("part-0.jsonl", range(3)), ("part-1.jsonl", range(10, 12))):
+                data = "".join(json.dumps({"id": f"{name}-{i}", "text": english_doc(i)}) + "\n" for i in docs)
+                info = tarfile.TarInfo(f"data/{name}")
+                info.size = len(data.encode())
+                tar.addfile(info, io.BytesIO(data.encode()))
+        (tmp_path / "dump.tar.gz").write_bytes(buf.getvalue())
+        snap = tmp_path / "hub" / "snapshots" / ("ab" * 20)
+        snap.mkdir(parents=True)
+        pq.write_table(pa.table({"id": ["s0", "s1"], "text": [english_doc(7), english_doc(8)]}),
+                       snap / "train-00000.parquet")
+        (tmp_path / "recipe.yaml").write_text(f"""name: t
+vocabulary: {VOCAB}
+network: {{feeds: [{{path: firehol.netset, format: firehol}}]}}
+sources:
+  - name: crawl
+    acquire: {{kind: urls, path: urls.jsonl, max_retries: 1, timeout_s: 5}}
+    input: {{paths: [documents.jsonl], id_field: id, metadata_fields: [url, lang]}}
+  - name: dump
+    license: MIT
+    acquire: {{kind: archive, path: dump.tar.gz}}
+    input: {{paths: [files/data/*.jsonl], id_field: id}}
+  - name: hub
+    license: CC-BY-4.0
+    revision: {"ab" * 20}
+    acquire: {{kind: fsspec, path: "file://{snap}/*.parquet"}}
+    input: {{format: parquet, paths: [files/*.parquet], id_field: id}}
+""")
+        res = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        acq = {(a["source"], a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"]}
+        assert acq == {("crawl", "ok", None): 2, ("crawl", "refused", "ip_blocked"): 1,
+                       ("crawl", "refused", "scheme_refused"): 1, ("crawl", "failed", "http_404"): 1,
+                       ("dump", "ok", None): 2, ("hub", "ok", None): 1}
+        assert blocked.log == []  # the redirect into the blocked network never connected
+        tokens = {t["source"]: t["documents"] for t in res.rows["tokens"]}
+        assert tokens == {"crawl": 2, "dump": 5, "hub": 2}
+        sources = {s["source"]: s for s in res.rows["sources"]}
+        assert all(sources[s]["fetched_sha256"] for s in ("crawl", "dump", "hub"))
+        assert sources["dump"]["input_files"] == 2 and sources["hub"]["revision"] == "ab" * 20
+        inputs = sorted(i["path"] for i in res.rows["inputs"] if i["source"] == "dump")
+        assert inputs == ["raw/dump/files/data/part-0.jsonl", "raw/dump/files/data/part-1.jsonl"]
+        report = (tmp_path / "out" / "reports" / "report.md").read_text()
+        assert "## Acquisition" in report and "ip_blocked 1" in report
+
+        before = len(good.log)
+        again = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        assert good.paths()[before:] == ["/gone"]  # resumed: only the failed URL is requested again
+        assert again.rows["tokens"] == res.rows["tokens"]
+
+        wrong = (tmp_path / "recipe.yaml").read_text().replace("ab" * 20, "cd" * 20, 1)
+        (tmp_path / "wrong.yaml").write_text(wrong)
+        from curation.errors import InputError
+        with pytest.raises(InputError, match="snapshot of revision abab.*pins revision cdcd"):
+            run(tmp_path / "wrong.yaml", tmp_path / "out-wrong", workers=1, progress=False)
+    finally:
+        good.close()
+        blocked.close()
