@@ -54,7 +54,7 @@ class Plan:
 
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
-        names = ["read", "licence", *(["robots_optout"] if self.recipe.recipe.optout and src.optout == "page_url"
+        names = ["read", *(["constituents"] if src.constituents else []), "licence", *(["robots_optout"] if self.recipe.recipe.optout and src.optout == "page_url"
                                         else []), "normalize", *[f.type for f in src.filters],
                  *(["pii"] if src.pii else [])]
         if self.recipe.recipe.dedup.exact is not None:
@@ -121,6 +121,7 @@ def compliance_spec(loaded: LoadedRecipe, src, optout) -> dict:
             "snapshots": str(loaded.resolve(r.optout.snapshots)), "agents": list(optout.agents),
             "fingerprint": optout.fingerprint, "url_field": src.url_field},
         "pii": src.pii.kinds if src.pii else None,
+        "constituents": src.constituents.model_dump(mode="json") if src.constituents else None,
     }
 
 

@@ -91,6 +91,15 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     manifests = build_manifests(plan, stage_plans, rows, out)
     from curation.report import write_report
     report = write_report(rows, out)
+    refused: dict[str, list[int]] = {}
+    for a in rows.get("acquisition", []):
+        n = refused.setdefault(a["source"], [0, 0])
+        n[0] += a["items"] if a["outcome"] == "refused" else 0
+        n[1] += a["items"]
+    for source, (bad, total) in refused.items():
+        if bad:
+            print(f"acquisition: {source}: {bad} of {total} item(s) refused by the network guard "
+                  f"({100 * bad / total:.1f}%); reasons in the ledger table `acquisition`", file=sys.stderr)
     for flag in rows["mixture_flags"]:
         print(f"warning: stage {flag['stage']}: {flag['kind']}: {flag['message']}", file=sys.stderr)
     if progress:

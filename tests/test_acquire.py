@@ -30,8 +30,10 @@ def test_run_acquires_urls_archives_and_snapshots(tmp_path):
     blocked = Server("127.0.0.3", {"/x": lambda s: (200, {}, b"SECRET")})
     good.routes["/hop"] = lambda s: (302, {"Location": f"{blocked.base}/x"}, b"")
     try:
-        (tmp_path / "firehol.netset").write_text("# test feed\n127.0.0.3/32\n")
-        urls = [f"{good.base}/a", f"{good.base}/b", f"{good.base}/hop", f"{good.base}/gone", "ftp://127.0.0.2/f"]
+        good.routes["/firehol.netset"] = lambda s: (200, {}, b"# served feed\n127.0.0.3/32\n")
+        (tmp_path / "hosts").write_text("0.0.0.0 tracker.invalid\n")
+        urls = [f"{good.base}/a", f"{good.base}/b", f"{good.base}/hop", f"{good.base}/gone", "ftp://127.0.0.2/f",
+                "http://tracker.invalid/pixel"]
         (tmp_path / "urls.jsonl").write_text("".join(json.dumps({"url": u, "lang": "en"}) + "\n" for u in urls))
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -47,7 +49,7 @@ def test_run_acquires_urls_archives_and_snapshots(tmp_path):
                        snap / "train-00000.parquet")
         (tmp_path / "recipe.yaml").write_text(f"""name: t
 vocabulary: {VOCAB}
-network: {{feeds: [{{path: firehol.netset, format: firehol}}]}}
+network: {{feeds: [{{url: "{good.base}/firehol.netset", format: firehol}}, {{path: hosts, format: hosts}}]}}
 sources:
   - name: crawl
     acquire: {{kind: urls, path: urls.jsonl, max_retries: 1, timeout_s: 5}}
@@ -66,6 +68,7 @@ sources:
         acq = {(a["source"], a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"]}
         assert acq == {("crawl", "ok", None): 2, ("crawl", "refused", "ip_blocked"): 1,
                        ("crawl", "refused", "scheme_refused"): 1, ("crawl", "failed", "http_404"): 1,
+                       ("crawl", "refused", "domain_blocked"): 1,
                        ("dump", "ok", None): 2, ("hub", "ok", None): 1}
         assert blocked.log == []  # the redirect into the blocked network never connected
         tokens = {t["source"]: t["documents"] for t in res.rows["tokens"]}
@@ -80,7 +83,8 @@ sources:
 
         before = len(good.log)
         again = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
-        assert good.paths()[before:] == ["/gone"]  # resumed: only the failed URL is requested again
+        # resumed: only the failed URL is requested again (and the URL feed, fetched once per run)
+        assert sorted(good.paths()[before:]) == ["/firehol.netset", "/gone"]
         assert again.rows["tokens"] == res.rows["tokens"]
 
         wrong = (tmp_path / "recipe.yaml").read_text().replace("ab" * 20, "cd" * 20, 1)

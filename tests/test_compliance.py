@@ -25,6 +25,14 @@ def test_record_licence_field_overrides_the_source_class():
     assert dict(step.stats.dropped) == {"licence_non-commercial": 1, "licence_share-alike": 1}
 
 
+def test_composite_collection_keeps_approved_constituents():
+    from curation.compliance.licences import ApprovedConstituents
+    step = ApprovedConstituents("subset", ["wiki", "books"], source="s")
+    records = [Record(str(i), "s", "x", {"subset": sub}) for i, sub in enumerate(["wiki", "forum", None, "books"])]
+    assert [r.id for r in step.run(records)] == ["0", "3"]
+    assert dict(step.stats.dropped) == {"constituent_not_approved": 2}
+
+
 @pytest.mark.slow
 def test_compliance_end_to_end(tmp_path):
     from curation.run import run

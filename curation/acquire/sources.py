@@ -50,10 +50,27 @@ def _listing_sha(pairs: list[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{a}\0{b}\n" for a, b in sorted(pairs)).encode()).hexdigest()
 
 
-def guard_for(loaded: LoadedRecipe, resolver=None):
-    from curation.acquire.netguard import Guard, load_feeds, system_resolver
-    feeds = [{"path": str(loaded.resolve(f.path)), "format": f.format} for f in loaded.recipe.network.feeds]
-    return Guard(load_feeds(feeds), resolver=resolver or system_resolver)
+def guard_for(loaded: LoadedRecipe, raw_root: Path, resolver=None):
+    """The run's guard. Feeds given as URLs are fetched afresh each run, by a guard that checks scheme
+    and resolution only (no lists exist yet), into `raw/_feeds/`."""
+    from curation.acquire.fetch import Fetcher, FetchPolicy
+    from curation.acquire.netguard import AccessLists, Guard, load_feeds, system_resolver
+    resolver = resolver or system_resolver
+    feeds = []
+    for f in loaded.recipe.network.feeds:
+        if f.path is not None:
+            feeds.append({"path": str(loaded.resolve(f.path)), "format": f.format})
+            continue
+        bootstrap = Fetcher(Guard(AccessLists.compile([]), resolver), FetchPolicy(max_retries=2))
+        result, body = bootstrap.fetch(f.url)  # fresh every run: feeds change daily
+        if body is None:
+            raise InputError(f"threat feed {f.url} could not be fetched ({result.status}: {result.reason}); "
+                             f"download it and give its path instead")
+        path = raw_root / "_feeds" / f"{result.sha256[:16]}.{f.format}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        feeds.append({"path": str(path), "format": f.format})
+    return Guard(load_feeds(feeds), resolver=resolver)
 
 
 def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str, dict]:
@@ -66,7 +83,7 @@ def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str
         folder.mkdir(parents=True, exist_ok=True)
         spec = src.acquire.model_dump(mode="json")
         if src.acquire.kind == "urls":
-            guard = guard or guard_for(loaded, resolver)
+            guard = guard or guard_for(loaded, raw_root, resolver)
             done[src.name] = _urls(loaded, src, folder, spec, guard)
         elif src.acquire.kind == "archive":
             done[src.name] = _archive(loaded, src, folder, spec)

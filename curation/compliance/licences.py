@@ -66,3 +66,16 @@ class LicencePolicy(Filter):
         if self.field is not None and isinstance(value := record.meta.get(self.field), str) and value.strip():
             cls = licence_class(value)
         return Drop(f"licence_{cls}") if cls in self.excluded else True
+
+
+class ApprovedConstituents(Filter):
+    """A composite collection keeps only its approved constituents (reason `constituent_not_approved`)."""
+    name = "constituents"
+
+    def __init__(self, field: str, approved: list[str], **kw):
+        super().__init__(**kw)
+        self.field = field
+        self.approved = frozenset(approved)
+
+    def keep(self, record: Record) -> bool | Drop:
+        return True if record.meta.get(self.field) in self.approved else Drop("constituent_not_approved")

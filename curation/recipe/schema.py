@@ -144,6 +144,12 @@ class PII(Strict):
     kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
 
 
+class Constituents(Strict):
+    """A composite collection: keep only records whose `field` names an approved constituent."""
+    field: str
+    approved: list[str] = Field(min_length=1)
+
+
 class Acquire(Strict):
     """Bring a source into `<out>/raw/<source>/` before it is read (see `curation.acquire.sources`).
 
@@ -174,6 +180,7 @@ class Source(Strict):
     license: str = "unknown"          # SPDX id or free text
     license_class: LicenceClass | None = None  # default: derived from `license`
     licence_field: str | None = None  # a metadata field with each record's own licence (overrides the source's)
+    constituents: Constituents | None = None
     # robots.txt opt-out: `page_url` checks each record's `url_field`; `not_available` records that the
     # source keeps no page URL (only an image host, or another dataset's name) so it cannot be applied
     optout: Literal["page_url", "not_available"] = "page_url"
@@ -240,8 +247,16 @@ class OptOut(Strict):
 
 
 class ThreatFeed(Strict):
-    path: str
+    """A feed file, or a URL fetched once per run (scheme and resolution checked like any download)."""
+    path: str | None = None
+    url: str | None = None
     format: Literal["firehol", "spamhaus", "urlhaus", "hosts"]
+
+    @model_validator(mode="after")
+    def _one_origin(self):
+        if (self.path is None) == (self.url is None):
+            raise ValueError("give exactly one of path or url")
+        return self
 
 
 class Network(Strict):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.compliance.licences import LicencePolicy
+from curation.compliance.licences import ApprovedConstituents, LicencePolicy
 from curation.compliance.optout import OptOutIndex, RobotsOptOut
 from curation.errors import InputError
 from curation.recipe.schema import Source
@@ -69,7 +69,11 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
                         metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
     comp = spec["compliance"]
-    steps = [LicencePolicy(comp["licence"]["class"], comp["licence"]["exclude"], comp["licence"]["field"], **common)]
+    steps = []
+    if comp.get("constituents"):
+        steps.append(ApprovedConstituents(comp["constituents"]["field"], comp["constituents"]["approved"], **common))
+    steps.append(LicencePolicy(comp["licence"]["class"], comp["licence"]["exclude"], comp["licence"]["field"],
+                               **common))
     if comp["optout"]:
         o = comp["optout"]
         steps.append(RobotsOptOut(_optout_index(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
