@@ -95,3 +95,33 @@ sources:
     finally:
         good.close()
         blocked.close()
+
+
+@pytest.mark.slow
+def test_acquisition_demo_recipe(tmp_path):
+    """recipes/acquisition.yaml with its loopback site: every adapter, all four feed formats."""
+    import importlib.util
+
+    from curation.run import run
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("serve", REPO / "recipes" / "acquisition" / "serve.py")
+    serve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(serve)
+    try:
+        site_log, blocked_log, stop = serve.start()
+    except OSError as e:
+        pytest.skip(f"the demo's loopback ports are taken ({e})")
+    try:
+        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", workers=2, progress=False)
+    finally:
+        stop()
+    outcomes = {(a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"] if a["source"] == "site"}
+    assert outcomes == {("ok", None): 8, ("failed", "http_404"): 1, ("refused", "domain_blocked"): 2,
+                        ("refused", "ip_blocked"): 2, ("refused", "scheme_refused"): 2}
+    assert blocked_log == []  # /moved redirects to the blocked host: refused before connecting
+    assert sorted(site_log) == sorted([f"/page-{i:02d}.html" for i in range(8)] + ["/moved", "/missing.html"])
+    docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
+    assert docs["site"] == 8 and docs["dump"] == 8 and docs["hub"] > 0
+    hub = next(s for s in res.rows["sources"] if s["source"] == "hub")
+    assert hub["revision"] == "6195f7e9e1627d62b3c9072cb7836dafd7492305"

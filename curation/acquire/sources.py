@@ -88,7 +88,7 @@ def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str
         elif src.acquire.kind == "archive":
             done[src.name] = _archive(loaded, src, folder, spec)
         else:
-            done[src.name] = _fsspec(src, folder, spec)
+            done[src.name] = _fsspec(loaded, src, folder, spec)
     return done
 
 
@@ -104,7 +104,7 @@ def _archive(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
         return previous
     shutil.rmtree(folder / "files", ignore_errors=True)
     result = extract(archive, folder / "files", max_total_bytes=src.acquire.max_archive_bytes)
-    return _write(folder, {"key": key, "source": src.name, "kind": "archive", "origin": str(archive),
+    return _write(folder, {"key": key, "source": src.name, "kind": "archive", "origin": src.acquire.path,
                            "origin_sha256": sha, "fetched_sha256": sha, "files": len(result.files),
                            "bytes": result.bytes, "outcomes": {"ok": len(result.files),
                                                                **{f"skipped:{k}": v for k, v in
@@ -122,11 +122,12 @@ def snapshot_revision(src) -> str | None:
     return src.revision or pinned
 
 
-def _fsspec(src, folder: Path, spec: dict) -> dict:
+def _fsspec(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     import fsspec
     revision = snapshot_revision(src)
+    url = src.acquire.path if "://" in src.acquire.path else f"file://{loaded.resolve(src.acquire.path)}"
     try:
-        files = fsspec.open_files(src.acquire.path, mode="rb")
+        files = fsspec.open_files(url, mode="rb")
     except (ValueError, ImportError, OSError) as e:
         raise InputError(f"source {src.name!r}: cannot list {src.acquire.path!r} ({e}); check the URL and "
                          f"that the filesystem's package is installed") from None
@@ -209,7 +210,7 @@ def _urls(loaded: LoadedRecipe, src, folder: Path, spec: dict, guard) -> dict:
         tmp.replace(folder / "documents.jsonl")
     sha = _listing_sha([(r.url, r.sha256) for r in results if r.status == "ok"])
     return _write(folder, {"key": fingerprint({"spec": spec, "sha256": sha256_file(origin)}), "source": src.name,
-                           "kind": "urls", "origin": str(origin), "origin_sha256": sha256_file(origin),
+                           "kind": "urls", "origin": src.acquire.path, "origin_sha256": sha256_file(origin),
                            "fetched_sha256": sha, "files": outcomes.get("ok", 0),
                            "bytes": sum(r.bytes for r in results), "outcomes": dict(sorted(outcomes.items())),
                            "guard": guard.lists.counts, "guard_fingerprint": guard.lists.fingerprint})
