@@ -123,5 +123,8 @@ def test_acquisition_demo_recipe(tmp_path):
     assert sorted(site_log) == sorted([f"/page-{i:02d}.html" for i in range(8)] + ["/moved", "/missing.html"])
     docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
     assert docs["site"] == 8 and docs["dump"] == 8 and docs["hub"] > 0
+    assert docs["cc_pages"] == 0  # share-alike under the default licence policy
+    drops = {(d["source"], d["reason"]): d["records"] for d in res.rows["drops"]}
+    assert drops[("cc_pages", "licence_share-alike")] > 0
     hub = next(s for s in res.rows["sources"] if s["source"] == "hub")
     assert hub["revision"] == "6195f7e9e1627d62b3c9072cb7836dafd7492305"
