@@ -38,3 +38,7 @@ class StepFailed(CurateError):
 class VerifyError(CurateError):
     """A manifest does not match the files on disk or the ledger."""
 
+
+
+class DecontaminationGuard(CurateError):
+    """Decontamination would remove more of a source than the recipe's cap allows."""

@@ -47,20 +47,28 @@ class Plan:
     signatures: list[Node] = field(default_factory=list)  # near-dup phases, empty without `dedup.minhash`
     bands: list[Node] = field(default_factory=list)
     clusters: Node | None = None
+    decont_index: Node | None = None  # decontamination phases, empty without `decontamination`
+    decont: list[Node] = field(default_factory=list)
+    decont_resolve: Node | None = None
 
     def nodes(self) -> list[Node]:
         near = [*self.signatures, *self.bands, *([self.clusters] if self.clusters else [])]
-        return [*self.process, self.dedup, *near, *self.tokenize, *self.merge]
+        decont = [*([self.decont_index] if self.decont_index else []), *self.decont,
+                  *([self.decont_resolve] if self.decont_resolve else [])]
+        return [*self.process, self.dedup, *near, *decont, *self.tokenize, *self.merge]
 
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
-        names = ["read", *(["constituents"] if src.constituents else []), "licence", *(["robots_optout"] if self.recipe.recipe.optout and src.optout == "page_url"
-                                        else []), "normalize", *[f.type for f in src.filters],
+        optout = self.recipe.recipe.optout and src.optout == "page_url"
+        names = ["read", *(["constituents"] if src.constituents else []), "licence",
+                 *(["robots_optout"] if optout else []), "normalize", *[f.type for f in src.filters],
                  *(["pii"] if src.pii else [])]
         if self.recipe.recipe.dedup.exact is not None:
             names.append("exact_dedup")
         if self.recipe.recipe.dedup.minhash is not None:
             names.append("near_dedup")
+        if self.recipe.recipe.decontamination is not None:
+            names.append("decontaminate")
         return [*names, "tokenize"]
 
 
@@ -83,22 +91,61 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                               "deps": [n.fingerprint for n in process]}),
                  deps=[n.key for n in process], spec={"cfg": dedup_cfg})
     signatures, bands, clusters = _near_dup_nodes(loaded, process)
+    decont_index, decont, decont_resolve = _decont_nodes(loaded, process)
     tokenizer_sha = _file_sha(vocab)
     for p in process:
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
                           "near": clusters.fingerprint if clusters else None,
+                          "decont": decont_resolve.fingerprint if decont_resolve else None,
                           "tokenizer": tokenizer_sha})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
                              spec={"source": p.source, "shard": p.shard,
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
-                                   "dedup": dedup_cfg is not None, "near_dedup": clusters is not None}))
+                                   "dedup": dedup_cfg is not None, "near_dedup": clusters is not None,
+                                   "decont": decont_resolve is not None}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
         merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
                           spec={"source": src.name, "shards": [t.shard for t in parts]}))
-    return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters)
+    return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters,
+                decont_index, decont, decont_resolve)
+
+
+def _decont_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[Node | None, list[Node], Node | None]:
+    """index (1 task) → match (per processed shard) → resolve (guard, review, removal list)."""
+    cfg = loaded.recipe.decontamination
+    if cfg is None:
+        return None, [], None
+    from curation.recipe import sha256_file
+    benchmarks = []
+    for b in cfg.benchmarks:
+        path = loaded.resolve(b.path)
+        if not path.is_file():
+            from curation.errors import RecipeError
+            raise RecipeError(f"decontamination.benchmarks[{b.name}]: file {path} does not exist; give a local "
+                              f"copy of the benchmark (nothing is downloaded at run time)")
+        benchmarks.append(b.model_dump(mode="json") | {"path": str(path), "sha256": sha256_file(path)})
+    index_cfg = {"benchmarks": benchmarks, "ngram": cfg.ngram, "shards": cfg.index_shards}
+    index = Node("decont_index", None, None, fingerprint({"v": CODE_EPOCH, "phase": "decont_index",
+                                                           "cfg": [{k: v for k, v in b.items() if k != "path"}
+                                                                   for b in benchmarks],
+                                                           "ngram": cfg.ngram, "shards": cfg.index_shards}),
+                 spec=index_cfg)
+    match = [Node("decont", p.source, p.shard,
+                  fingerprint({"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint,
+                               "process": p.fingerprint, "threshold": cfg.threshold}),
+                  deps=[p.key, index.key], spec={"source": p.source, "shard": p.shard, "ngram": cfg.ngram,
+                                                 "shards": cfg.index_shards, "threshold": cfg.threshold})
+             for p in process]
+    policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
+              "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}
+    resolve = Node("decont_resolve", None, None,
+                   fingerprint({"v": CODE_EPOCH, "phase": "decont_resolve", "policy": policy,
+                                "match": [n.fingerprint for n in match]}),
+                   deps=[n.key for n in match], spec=policy)
+    return index, match, resolve
 
 
 def _optout(loaded: LoadedRecipe):

@@ -11,7 +11,7 @@ from curation.mixture import ledger_rows as mixture_ledger_rows
 from curation.mixture import mark_inclusion, plan_recipe
 from curation.plan import Node, Plan, build_plan
 from curation.recipe import load_recipe
-from curation.runtime import minhash_tasks, tasks
+from curation.runtime import decont_tasks, minhash_tasks, tasks
 from curation.runtime.files import read_marker
 from curation.runtime.ray_runtime import RayRuntime
 from curation.shards import read_index
@@ -77,6 +77,10 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
             phase(rt, plan.signatures, minhash_tasks.run_signatures)
             phase(rt, plan.bands, minhash_tasks.run_band, (shard_order,))
             phase(rt, [plan.clusters], minhash_tasks.run_clusters, (shard_order,))
+        if plan.decont_resolve is not None:
+            phase(rt, [plan.decont_index], decont_tasks.run_decont_index)
+            phase(rt, plan.decont, decont_tasks.run_decont)
+            phase(rt, [plan.decont_resolve], decont_tasks.run_decont_resolve, (shard_order,))
         phase(rt, plan.tokenize, tasks.run_tokenize)
         phase(rt, plan.merge, tasks.run_merge)
 

@@ -67,8 +67,10 @@ SCHEMAS: dict[str, pa.Schema] = {
                                   ("cluster", pa.string())]),
     # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
     "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
-                                  ("original", pa.int64()), ("removed", pa.int64()), ("final", pa.int64()),
-                                  ("pct_removed", pa.float64())]),
+                                  ("original", pa.int64()), ("flagged", pa.int64()), ("readmitted", pa.int64()),
+                                  ("removed", pa.int64()), ("final", pa.int64()), ("pct_removed", pa.float64())]),
+    "benchmarks": pa.schema([("run", pa.string()), ("benchmark", pa.string()), ("sha256", pa.string()),
+                             ("fields", pa.string()), ("items", pa.int64()), ("unindexable", pa.int64())]),
     "consumed": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
                            ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                            ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),

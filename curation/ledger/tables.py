@@ -52,6 +52,32 @@ def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[s
     return counts
 
 
+def decontamination_rows(run: str, source: str, step: StepStats, out: Path) -> list[dict]:
+    """Apertus 1.5 Table H.2 per source and benchmark, plus the review: flagged, re-admitted, removed.
+
+    `original` counts the documents that reached the step (after dedup); `flagged` and `readmitted`
+    count over all processed documents of the source (a flagged duplicate may already be gone)."""
+    import pyarrow.parquet as pq
+    flags = [f for f in pq.read_table(out / "review" / "decontamination.parquet",
+                                      columns=["source", "benchmark", "status"]).to_pylist()
+             if f["source"] == source]
+    removed = {r.removeprefix("contaminated:"): n for r, n in step.dropped.items()}
+    out_rows = []
+    for bench in sorted({f["benchmark"] for f in flags} | set(removed)):
+        mine = [f for f in flags if f["benchmark"] == bench]
+        n = removed.get(bench, 0)
+        out_rows.append({"run": run, "source": source, "benchmark": bench, "original": step.records_in,
+                         "flagged": len(mine), "readmitted": sum(f["status"] == "readmitted" for f in mine),
+                         "removed": n, "final": step.records_in - n,
+                         "pct_removed": round(100 * n / max(step.records_in, 1), 4)})
+    total = sum(removed.values())
+    out_rows.append({"run": run, "source": source, "benchmark": "(all)", "original": step.records_in,
+                     "flagged": len(flags), "readmitted": sum(f["status"] == "readmitted" for f in flags),
+                     "removed": total, "final": step.records_out,
+                     "pct_removed": round(100 * total / max(step.records_in, 1), 4)})
+    return out_rows
+
+
 def licence_decision(licence: dict) -> str:
     if licence["field"]:
         return f"per record ({licence['field']}); source class {licence['class']}"
@@ -149,6 +175,8 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
                                    "records": o.records_in, "with_url": o.notes["checked"],
                                    "removed": o.dropped["robots_opt_out"],
                                    "allowlist_would_remove": o.notes["not_allowlisted"] + o.notes["no_url"]})
+        if "decontaminate" in totals:
+            rows["decontamination"] += decontamination_rows(run, src.name, totals["decontaminate"], out)
         for pos, name in enumerate(order):
             t = totals[name]
             rows["steps"].append({
@@ -165,6 +193,11 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
                                "text_tokens": counts["text"], "image_tokens": counts["image"],
                                "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+    if plan.decont_index is not None:
+        rows["benchmarks"] = [{"run": run, "benchmark": b["name"], "sha256": b["sha256"],
+                               "fields": ", ".join(b["fields"]), "items": b.get("items", 0),
+                               "unindexable": b.get("unindexable", 0)}
+                              for b in markers[plan.decont_index.key]["benchmarks"]]
     clusters = out / "work" / "minhash" / "clusters.parquet"
     if plan.clusters is not None:
         import pyarrow.parquet as pq

@@ -264,6 +264,28 @@ class Network(Strict):
     feeds: list[ThreatFeed] = []
 
 
+class Benchmark(Strict):
+    """An evaluation set as a local file (.jsonl(.gz), .csv(.gz), .parquet); `fields` make an item's text."""
+    name: str = Field(pattern=NAME_PATTERN)
+    path: str
+    fields: list[str] = Field(min_length=1)
+    id_field: str | None = None
+
+
+class Decontamination(Strict):
+    """Remove training samples that overlap benchmark items (Apertus 1.5 §4.2): a sample is flagged when
+    it contains `threshold` of one item's distinct `ngram`-grams, and removed by its id alone. A source
+    losing more than `max_removal_rate` of its documents stops the run unless listed in `acknowledge`.
+    `false_positives`: "source/id" of flagged samples a reviewer cleared; they are kept."""
+    benchmarks: list[Benchmark] = Field(min_length=1)
+    ngram: int = Field(default=13, ge=1)
+    threshold: float = Field(default=0.5, gt=0, le=1)
+    max_removal_rate: float = Field(default=0.2, ge=0, le=1)
+    acknowledge: list[str] = []
+    false_positives: list[str] = []
+    index_shards: int = Field(default=4, ge=1, le=1024)
+
+
 class Recipe(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
@@ -273,6 +295,7 @@ class Recipe(Strict):
     licence_policy: LicencePolicy = LicencePolicy()
     optout: OptOut | None = None
     network: Network = Network()
+    decontamination: Decontamination | None = None
     tokenize_batch_size: int = Field(default=256, ge=1)
     sources: list[Source] = Field(min_length=1)
 

@@ -55,6 +55,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     return [
         *mixture,
         *_compliance_sections(rows),
+        *_decont_sections(rows),
         *_cluster_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
@@ -70,6 +71,25 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
 
 def _fmt_tokens(n: int) -> str:
     return f"{n:,}"
+
+
+def _decont_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    """Apertus 1.5 Table H.2: per source and benchmark, original, removed, final, % removed."""
+    if not rows.get("benchmarks"):
+        return []
+    bench = [[b["benchmark"], b["items"], b["unindexable"], b["fields"], b["sha256"][:16]] for b in rows["benchmarks"]]
+    table = [[d["source"], d["benchmark"], d["original"], d["flagged"], d["readmitted"], d["removed"], d["final"],
+              f"{d['pct_removed']:.2f}%"] for d in rows.get("decontamination", [])]
+    return [
+        ("Benchmarks", "Evaluation sets decontaminated against (local files, fingerprinted). Unindexable: items "
+         "shorter than the n-gram size, which cannot be matched.",
+         _table(["benchmark", "items", "unindexable", "fields", "sha256"], bench)),
+        ("Decontamination", "Per source and benchmark, as Apertus 1.5 Table H.2. Original: documents reaching "
+         "the step; flagged/re-admitted: the review (`review/decontamination.html`, flagged samples next to the "
+         "matched item); removed: by sample id only.",
+         _table(["source", "benchmark", "original", "flagged", "re-admitted", "removed", "final", "% removed"],
+                table or [["—", "no sample flagged", "", "", "", "", "", ""]])),
+    ]
 
 
 def _compliance_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:

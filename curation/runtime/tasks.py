@@ -146,6 +146,9 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
                              filters=[("source", "=", source), ("shard", "=", shard)], columns=["id"])
         steps.append(DropListed("near_dedup", dict.fromkeys(near.column("id").to_pylist(), "near_duplicate"),
                                 **common))
+    if spec.get("decont"):
+        from curation.runtime.decont_tasks import removed_ids
+        steps.append(DropListed("decontaminate", removed_ids(out_dir, source, shard), **common))
     tokenizer = TextTokenizer(vocab, batch_size=spec["batch_size"], **common)
     steps.append(tokenizer)
     records = (Record(id=i, source=source, text=t, meta=json.loads(m))

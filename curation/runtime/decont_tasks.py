@@ -1,0 +1,123 @@
+"""The decontamination phases, joined by files under `<out>/work/decont/`:
+
+    decont_index           benchmark items → n-gram index shards          → index/shard-*.npz, items.parquet
+    decont(source, shard)  every processed document matched against the
+                           index, one index shard at a time; a document
+                           is flagged by its best item if that reaches
+                           the threshold                                   → flags/<source>/<shard>.parquet
+    decont_resolve         reviewed false positives re-admitted; the
+                           guard (removal rate per source); the removal
+                           list and the review export                      → removed.parquet, review/
+
+Removal is by (source, shard, id): the tokenize task of a shard drops exactly the ids listed for it,
+so a flagged sample can never take anything else with it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation.decont.benchmarks import load_items
+from curation.decont.index import build_index, match
+from curation.errors import DecontaminationGuard
+from curation.runtime.files import atomic_write_parquet, write_marker
+from curation.runtime.tasks import processed_path
+
+FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
+                         ("benchmark", pa.string()), ("item", pa.int64()), ("item_id", pa.string()),
+                         ("overlap", pa.int64()), ("item_ngrams", pa.int64()), ("ratio", pa.float64())])
+
+
+def base(out: Path) -> Path:
+    return out / "work" / "decont"
+
+
+def flags_path(out: Path, source: str, shard: str) -> Path:
+    return base(out) / "flags" / source / f"{shard}.parquet"
+
+
+def run_decont_index(out: str, key: str, fingerprint: str, spec: dict) -> dict:
+    out_dir = Path(out)
+    items = [it for b in spec["benchmarks"]
+             for it in load_items(b["name"], Path(b["path"]), b["fields"], b["id_field"])]
+    table = build_index(items, spec["ngram"], spec["shards"], base(out_dir) / "index")
+    atomic_write_parquet(base(out_dir) / "items.parquet", table)
+    per = {}
+    for b, n in zip(table.column("benchmark").to_pylist(), table.column("ngrams").to_pylist()):
+        p = per.setdefault(b, {"items": 0, "unindexable": 0})
+        p["items"] += 1
+        p["unindexable"] += n == 0
+    return write_marker(out_dir, key, fingerprint, {
+        "benchmarks": [{"name": b["name"], "sha256": b["sha256"], "fields": b["fields"], **per.get(b["name"], {})}
+                       for b in spec["benchmarks"]],
+        "outputs": ["work/decont/items.parquet"] + [f"work/decont/index/shard-{k:03d}.npz"
+                                                   for k in range(spec["shards"])]})
+
+
+def run_decont(out: str, key: str, fingerprint: str, spec: dict) -> dict:
+    from curation.runtime.minhash_tasks import _shingler
+    out_dir = Path(out)
+    items = pq.read_table(base(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
+    bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
+    table = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["id", "text"])
+    shingler = _shingler(spec["ngram"], "eng")
+    hashes = [shingler(t) for t in table.column("text").to_pylist()]
+    rows = []
+    for rid, found in zip(table.column("id").to_pylist(), match(hashes, base(out_dir) / "index", spec["shards"])):
+        if not found:
+            continue
+        # the best item: highest share of its n-grams, then most n-grams, then first in the registry
+        it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
+        ratio = c / ngrams[it]
+        if ratio >= spec["threshold"]:
+            rows.append({"source": spec["source"], "shard": spec["shard"], "id": rid, "benchmark": bench[it],
+                         "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
+                         "ratio": round(ratio, 6)})
+    path = flags_path(out_dir, spec["source"], spec["shard"])
+    atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
+    return write_marker(out_dir, key, fingerprint, {"documents": table.num_rows, "flagged": len(rows),
+                                                    "outputs": [str(path.relative_to(out_dir))]})
+
+
+def run_decont_resolve(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
+    out_dir = Path(out)
+    flags = pa.concat_tables([pq.read_table(flags_path(out_dir, s, sh)) for s, sh in shards]).to_pylist() \
+        if shards else []
+    cleared = set(spec["false_positives"])
+    for f in flags:
+        f["status"] = "readmitted" if f"{f['source']}/{f['id']}" in cleared else "removed"
+    documents = Counter()
+    for s, sh in shards:
+        documents[s] += pq.ParquetFile(processed_path(out_dir, s, sh)).metadata.num_rows
+    from curation.decont.review import write_review
+    review = write_review(out_dir, flags, spec["ngram"])
+    removed = [f for f in flags if f["status"] == "removed"]
+    atomic_write_parquet(base(out_dir) / "removed.parquet", pa.Table.from_pylist(
+        [{k: f[k] for k in ("source", "shard", "id", "benchmark")} for f in removed],
+        schema=pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
+                          ("benchmark", pa.string())])))
+    per_source = Counter(f["source"] for f in removed)
+    for source, n in sorted(per_source.items()):
+        rate = n / max(documents[source], 1)
+        if rate > spec["max_removal_rate"] and source not in spec["acknowledge"]:
+            top = Counter(f["benchmark"] for f in removed if f["source"] == source).most_common(3)
+            raise DecontaminationGuard(
+                f"decontamination would remove {rate:.1%} of source {source!r} ({n} of {documents[source]} "
+                f"documents), above the cap of {spec['max_removal_rate']:.0%}; top matched benchmarks: "
+                f"{', '.join(f'{b} ({c})' for b, c in top)}. Review {review}: if the matches are real, add "
+                f"{source!r} to decontamination.acknowledge; if not, list the cleared samples in "
+                f"decontamination.false_positives (as source/id)")
+    return write_marker(out_dir, key, fingerprint, {
+        "flagged": len(flags), "removed": len(removed), "readmitted": len(flags) - len(removed),
+        "outputs": ["work/decont/removed.parquet", str(review.relative_to(out_dir)),
+                    "review/decontamination.parquet"]})
+
+
+def removed_ids(out: Path, source: str, shard: str) -> dict[str, str]:
+    """id -> drop reason for one shard: only the samples listed for exactly this source and shard."""
+    t = pq.read_table(base(out) / "removed.parquet", filters=[("source", "=", source), ("shard", "=", shard)],
+                      columns=["id", "benchmark"])
+    return {i: f"contaminated:{b}" for i, b in zip(t.column("id").to_pylist(), t.column("benchmark").to_pylist())}

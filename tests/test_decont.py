@@ -1,0 +1,119 @@
+"""Decontamination: index and matching, identifier-level removal, the guard, review re-admission."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from curation.decont.benchmarks import Item, load_items
+from curation.decont.index import build_index, match, overlap_words
+from curation.steps.minhash import Shingler
+from tests.conftest import VOCAB, english_doc, write_jsonl
+
+QUESTIONS = [
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her "
+    "friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh duck egg. "
+    "How much in dollars does she make every day at the farmers' market?",
+    "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take to "
+    "make the robe if the tailor wants to make a matching belt with the same amount of fiber as well?",
+    "Josh decides to try flipping a house. He buys a house for $80,000 and then puts in $50,000 in repairs. "
+    "This increased the value of the house by 150%. How much profit did he make in the end of the year?",
+]
+
+
+def test_index_matches_share_of_item_ngrams(tmp_path):
+    items = [Item("b", str(i), q) for i, q in enumerate(QUESTIONS)] + [Item("b", "short", "too short")]
+    table = build_index(items, 13, 3, tmp_path)
+    assert table.column("ngrams").to_pylist()[-1] == 0  # fewer words than n: unindexable
+    s = Shingler(13)
+    half = " ".join(QUESTIONS[1].split()[:len(QUESTIONS[1].split()) // 2 + 8])
+    docs = [english_doc(1) + " " + QUESTIONS[0] + " " + english_doc(2), half, english_doc(3)]
+    found = match([s(d) for d in docs], tmp_path, 3)
+    n0 = table.column("ngrams").to_pylist()[0]
+    assert found[0] == {0: n0}           # the whole item inside a longer document
+    assert 0.5 < found[1][1] / table.column("ngrams").to_pylist()[1] < 1
+    assert found[2] == {}
+    words = s.words(docs[0])
+    marks = overlap_words(words, set(s(QUESTIONS[0]).tolist()), 13)
+    assert sum(marks) == len(s.words(QUESTIONS[0]))
+
+
+def test_benchmark_fields_flatten_choices(tmp_path):
+    path = tmp_path / "arc.jsonl"
+    path.write_text(json.dumps({"id": "q1", "question": "Why?", "choices": {"text": ["a", "b"], "label": ["A", "B"]},
+                                "turns": ["one", "two"], "answer": 2}) + "\n")
+    [item] = load_items("arc", path, ["question", "choices", "turns", "answer"], "id")
+    assert (item.item_id, item.text) == ("q1", "Why?\na\nb\none\ntwo\n2")
+    from curation.errors import InputError
+    with pytest.raises(InputError, match="no field"):
+        load_items("arc", path, ["prompt"], None)
+
+
+def _recipe(tmp_path, extra: str = "") -> str:
+    return f"""name: t
+vocabulary: {VOCAB}
+decontamination:
+  benchmarks: [{{name: gsm, path: gsm.jsonl, fields: [question, answer], id_field: idx}}]
+{extra}
+sources:
+  - name: web
+    input: {{paths: [web.jsonl], id_field: id}}
+  - name: forum
+    input: {{paths: [forum.jsonl], id_field: id}}
+"""
+
+
+@pytest.mark.slow
+def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
+    from curation.errors import DecontaminationGuard
+    from curation.run import run
+
+    (tmp_path / "gsm.jsonl").write_text("".join(json.dumps({"idx": i, "question": q, "answer": "#### 42"}) + "\n"
+                                                for i, q in enumerate(QUESTIONS)))
+    web = [{"id": f"w{i}", "text": english_doc(i)} for i in range(40)]
+    web[5]["text"] += " " + QUESTIONS[0]                      # one contaminated sample among 40
+    web[6]["text"] = english_doc(6) + " " + " ".join(QUESTIONS[2].split()[:12])  # 12 words: below any 13-gram
+    write_jsonl(tmp_path / "web.jsonl", web)
+    forum = [{"id": f"w{i}", "text": english_doc(100 + i)} for i in range(10)]  # same ids as web's, other texts
+    for i in range(4):
+        forum[i]["text"] += " " + QUESTIONS[i % 3]             # 40% of the forum is contaminated
+    write_jsonl(tmp_path / "forum.jsonl", forum)
+    (tmp_path / "r.yaml").write_text(_recipe(tmp_path))
+    with pytest.raises(DecontaminationGuard, match=r"40\.0% of source 'forum' \(4 of 10.*gsm \(4\)"):
+        run(tmp_path / "r.yaml", tmp_path / "out", workers=2, progress=False)
+    assert (tmp_path / "out" / "review" / "decontamination.html").is_file()  # the review exists before fixing
+
+    (tmp_path / "r.yaml").write_text(_recipe(tmp_path, "  acknowledge: [forum]\n  false_positives: [forum/w3]"))
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=2, progress=False)
+    docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
+    assert docs == {"web": 39, "forum": 7}  # web loses exactly w5; forum w0-w2 (w3 cleared by review)
+    rows = {(d["source"], d["benchmark"]): d for d in res.rows["decontamination"]}
+    assert (rows[("web", "gsm")]["removed"], rows[("web", "gsm")]["final"]) == (1, 39)
+    assert (rows[("forum", "(all)")]["flagged"], rows[("forum", "(all)")]["readmitted"],
+            rows[("forum", "(all)")]["removed"]) == (4, 1, 3)
+    assert rows[("forum", "(all)")]["pct_removed"] == 30.0
+    page = (tmp_path / "out" / "review" / "decontamination.html").read_text()
+    assert "<mark>" in page and "readmitted" in page
+    assert {b["benchmark"]: b["items"] for b in res.rows["benchmarks"]} == {"gsm": 3}
+    report = (tmp_path / "out" / "reports" / "report.md").read_text()
+    assert "## Decontamination" in report
+
+
+def test_a_flagged_sample_removes_only_itself(tmp_path):
+    """The Apertus 1.5 §3.4 incident: one flagged sample must never take its dataset (or namesakes) with it."""
+    from curation.runtime.decont_tasks import removed_ids
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "work" / "decont").mkdir(parents=True)
+    pq.write_table(pa.table({"source": ["web"], "shard": ["00001"], "id": ["x7"], "benchmark": ["gsm"]}),
+                   tmp_path / "work" / "decont" / "removed.parquet")
+    assert removed_ids(tmp_path, "web", "00001") == {"x7": "contaminated:gsm"}
+    assert removed_ids(tmp_path, "web", "00000") == {}      # same source, other shard
+    assert removed_ids(tmp_path, "forum", "00001") == {}    # another source holding an id "x7"
+    from curation.steps.base import Record
+    from curation.steps.dedup_exact import DropListed
+    step = DropListed("decontaminate", removed_ids(tmp_path, "web", "00001"), source="web")
+    kept = list(step.run(Record(f"x{i}", "web", "t") for i in range(100)))
+    assert len(kept) == 99 and "x7" not in {r.id for r in kept}
+    assert dict(step.stats.dropped) == {"contaminated:gsm": 1}
