@@ -1,0 +1,69 @@
+"""Hamming-radius queries over a million 64-bit hashes: multi-index hashing vs numpy brute force.
+
+The index (curation.decont.hamming.HammingIndex) must return exactly brute force's answer; the
+report gives the time per query for radii used by image decontamination and dedup (0 for exact
+pHash equality, 4-8 for near copies, 10 for loose matching) and the agreement.
+
+Usage: .venv/bin/python tests/benchmarks/bench_hamming.py → reports/benchmarks/hamming.md
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    from curation.decont.hamming import HammingIndex, brute_force
+
+    rng = np.random.default_rng(0)
+    n, n_queries = 1_000_000, 300
+    hashes = rng.integers(0, 2**63, n, dtype=np.uint64) | (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
+    queries = []
+    for i in range(n_queries):  # queries near stored hashes, as a re-encoded benchmark image would be
+        h = int(hashes[rng.integers(n)])
+        for b in rng.choice(64, size=int(rng.integers(0, 6)), replace=False):
+            h ^= 1 << int(b)
+        queries.append(h)
+    t = time.perf_counter()
+    index = HammingIndex(hashes, blocks=4)
+    build = time.perf_counter() - t
+    rows = []
+    for radius in (0, 4, 8, 10):
+        t = time.perf_counter()
+        ours = [index.query(q, radius) for q in queries]
+        t_ours = (time.perf_counter() - t) / n_queries
+        t = time.perf_counter()
+        brute = [brute_force(hashes, q, radius) for q in queries]
+        t_brute = (time.perf_counter() - t) / n_queries
+        same = sum(a.tolist() == b.tolist() for a, b in zip(ours, brute))
+        rows.append(f"| {radius} | {1e3 * t_ours:.3f} | {1e3 * t_brute:.2f} | {t_brute / t_ours:.1f}× | "
+                    f"{same} / {n_queries} | {sum(len(a) for a in ours) / n_queries:.2f} |")
+    lines = [
+        "# Hamming-radius search: multi-index hashing vs brute force", "",
+        f"Produced by `.venv/bin/python tests/benchmarks/bench_hamming.py` on {time.strftime('%Y-%m-%d')}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}.", "",
+        f"{n:,} random 64-bit hashes (the size of a large benchmark image set), {n_queries} queries within 0-5 "
+        f"bits of stored hashes; 4 blocks of 16 bits. Index build: {build:.2f} s.", "",
+        "| radius | index ms/query | brute force ms/query | speed-up | identical answers | matches/query |",
+        "|---|---|---|---|---|---|", *rows, "",
+        "Brute force is one vectorised XOR + popcount over all hashes per query (already fast: 8 MB scanned at "
+        "memory speed). The index probes, per block, the substrings within floor(r/4) bits of the query's "
+        "(1, 17 and 137 probes for r < 4, < 8 and < 12) and verifies the candidates, touching a tiny share "
+        "of the hashes while staying exact. Its gain is largest at the radii the image rules use (0: exact "
+        "pHash equality; up to 4: near copies) and shrinks at r ≥ 8, where 548 probes cost about as much as "
+        "the scan; batching queries per probe is the next step if loose radii matter.", "",
+    ]
+    (REPO / "reports" / "benchmarks" / "hamming.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
