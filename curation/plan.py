@@ -236,7 +236,10 @@ def explain(plan: Plan) -> str:
              f"stages: {', '.join(f'{s.name} (seq {s.seq_length})' for s in r.recipe.stages)}", ""]
     for src in r.recipe.sources:
         files = r.inputs[src.name]
-        lines.append(f"source {src.name}: {len(files)} shard(s), weight {src.weight}, category {src.category}")
+        where = f" (acquired at run time: {src.acquire.kind} {src.acquire.path} → OUT/raw/{src.name}/)" \
+            if src.acquire else ""
+        lines.append(f"source {src.name}: {len(files)} shard(s){where}, weight {src.weight}, "
+                     f"category {src.category}")
         lines.append(f"  steps: {' → '.join(plan.step_names(src.name))} → shards")
         for p, t in zip([n for n in plan.process if n.source == src.name],
                         [n for n in plan.tokenize if n.source == src.name]):
@@ -253,4 +256,10 @@ def explain(plan: Plan) -> str:
         lines.append(f"near-dup (MinHash {mh.ngram}-grams, {b} bands × {rows} rows, {mh.scope}): "
                      f"{len(plan.signatures)} signature tasks → {len(plan.bands)} band tasks → "
                      f"clusters {plan.clusters.fingerprint}")
+    if plan.decont_resolve is not None:
+        d = r.recipe.decontamination
+        lines.append(f"decontamination ({', '.join(b.name for b in d.benchmarks)}; {d.ngram}-grams, flag at "
+                     f"{d.threshold:.0%} of an item, cap {d.max_removal_rate:.0%} per source): index "
+                     f"{plan.decont_index.fingerprint} → {len(plan.decont)} match tasks → resolve "
+                     f"{plan.decont_resolve.fingerprint}")
     return "\n".join(lines)
