@@ -181,3 +181,16 @@ def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
     missing = schema.LanguageFilter(type="language", languages=["en"], model="nope.bin")
     with pytest.raises(RecipeError, match=r"model file .*nope.bin not found"):
         LanguageFilter(missing, source="s", base_dir=tmp_path)
+
+
+def test_conversations_are_read_with_all_turns(tmp_path):
+    from curation.steps.read import JsonlReader
+    path = tmp_path / "chat.jsonl"
+    rows = [{"id": "a", "messages": [{"role": "user", "content": "Question?"}, {"role": "assistant", "content": "Answer."}]},
+            {"id": "b", "messages": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},
+            {"id": "c", "messages": [{"role": "user", "content": None}]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reader = JsonlReader(path, text_field="messages", id_field="id", metadata_fields=[], shard_label="chat",
+                         source="s", sink=QuarantineSink())
+    assert [(r.id, r.text) for r in reader.run()] == [("a", "Question?\n\nAnswer."), ("b", "Hi\n\nHello")]
+    assert dict(reader.stats.quarantined) == {"missing_text": 1}

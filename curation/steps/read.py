@@ -7,7 +7,8 @@ UTF-8, malformed JSON, a non-object line, a missing or non-string text field are
 the line number; a truncated gzip stream quarantines the rest of the file as `truncated_gzip` and
 keeps the lines read before the damage (an unreadable table file is one `corrupt_file` unit). Record
 ids are the `id_field` value when given, else `<file-stem>:<line>`; a repeated id within a shard is
-quarantined (ids must be unique).
+quarantined (ids must be unique). A text field holding a list is a conversation: its turns (strings or
+objects with `content`/`value`) are joined by blank lines, so filters and decontamination see every turn.
 """
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from curation.steps.base import Record, Step
+
+
+def _join_turns(turns: list) -> str | None:
+    """Chat/SFT turns (strings, or objects with `content` or `value` as in OpenAI/ShareGPT layouts)
+    joined by blank lines; None when a turn holds no text."""
+    parts = []
+    for turn in turns:
+        content = turn.get("content", turn.get("value")) if isinstance(turn, dict) else turn
+        if not isinstance(content, str):
+            return None
+        parts.append(content)
+    return "\n\n".join(parts)
 
 
 class _Reader(Step):
@@ -45,6 +58,8 @@ class _Reader(Step):
     def _record(self, obj: dict, loc: str, where: str, raw: str, seen_ids: set[str]) -> Record | None:
         """One parsed row -> a record, or None after quarantining it (counted by the caller as read)."""
         text = obj.get(self.text_field)
+        if isinstance(text, list) and text:  # a conversation: every turn is text (decontamination sees all)
+            text = _join_turns(text)
         if not isinstance(text, str):
             why = "missing" if text is None else f"a {type(text).__name__}, not a string"
             self.quarantine(loc, "missing_text", f"{where}: field {self.text_field!r} is {why}", raw)
