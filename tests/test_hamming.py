@@ -35,3 +35,14 @@ def test_empty_and_exact():
     assert index.query(12345, 0).tolist() == []
     with pytest.raises(ValueError):
         HammingIndex(np.zeros(1, np.uint64), blocks=5)
+
+
+def test_batched_queries_equal_single_queries():
+    rng = np.random.default_rng(1)
+    hashes = rng.integers(0, 2**63, 5_000, dtype=np.uint64)
+    queries = np.concatenate([hashes[:50] ^ np.uint64(0b1011), rng.integers(0, 2**63, 20, dtype=np.uint64)])
+    index = HammingIndex(hashes)
+    for radius in (0, 3, 6):
+        qi, hi = index.query_many(queries, radius, chunk=16)
+        expected = [(i, int(j)) for i, q in enumerate(queries) for j in brute_force(hashes, int(q), radius)]
+        assert list(zip(qi.tolist(), hi.tolist())) == expected

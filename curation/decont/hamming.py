@@ -55,5 +55,35 @@ class HammingIndex:
         return np.unique(hits).astype(np.int64)
 
 
+    def query_many(self, queries: np.ndarray, radius: int, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+        """All (query index, hash index) pairs within `radius`, sorted; probes of a whole chunk of
+        queries go to numpy at once (the way decontamination and dedup ask: many hashes at a time)."""
+        queries = np.ascontiguousarray(queries, dtype=np.uint64)
+        masks = _flip_masks(self.width, radius // self.blocks)
+        out_q, out_h = [], []
+        for start in range(0, queries.size, chunk):
+            q = queries[start:start + chunk]
+            owner = np.repeat(np.arange(q.size, dtype=np.int64), masks.size)
+            cand_q, cand_h = [], []
+            for b, (values, order) in enumerate(self._tables):
+                wanted = (((q >> np.uint64(b * self.width)) & self._mask)[:, None] ^ masks[None, :]).ravel()
+                lo, hi = np.searchsorted(values, wanted, "left"), np.searchsorted(values, wanted, "right")
+                n = hi - lo
+                total = int(n.sum())
+                if total:
+                    cand_q.append(np.repeat(owner, n))
+                    cand_h.append(order[np.repeat(lo, n) + np.arange(total) - np.repeat(np.cumsum(n) - n, n)])
+            if not cand_q:
+                continue
+            cq, ch = np.concatenate(cand_q), np.concatenate(cand_h)
+            ok = np.bitwise_count(self.hashes[ch] ^ q[cq]) <= radius
+            pairs = np.unique((cq[ok] + start) * self.hashes.size + ch[ok])
+            out_q.append(pairs // self.hashes.size)
+            out_h.append(pairs % self.hashes.size)
+        if not out_q:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_q).astype(np.int64), np.concatenate(out_h).astype(np.int64)
+
+
 def brute_force(hashes: np.ndarray, q: int, radius: int) -> np.ndarray:
     return np.flatnonzero(np.bitwise_count(hashes ^ np.uint64(q)) <= radius).astype(np.int64)
