@@ -79,11 +79,14 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     for src in r.sources:
         cfg = src.model_dump(mode="json", exclude={"weight", "category", "license"})
         compliance = compliance_spec(loaded, src, optout)
+        # the snapshots' content fingerprint stands for them: a checkout elsewhere plans the same work
+        portable = compliance | {"optout": compliance["optout"] and
+                                 {k: v for k, v in compliance["optout"].items() if k != "snapshots"}}
         for f in loaded.inputs[src.name]:
             spec = {"source": cfg, "path": str(f.path), "rel": f.rel, "shard": f.shard_id,
                     "base_dir": str(loaded.base_dir), "compliance": compliance}
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "source": cfg, "input": f.sha256,
-                              "compliance": compliance})
+                              "compliance": portable})
             process.append(Node("process", src.name, f.shard_id, fp, spec=spec))
     dedup_cfg = r.dedup.exact.model_dump(mode="json") if r.dedup.exact else None
     dedup = Node("dedup", None, None,

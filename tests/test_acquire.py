@@ -128,3 +128,48 @@ def test_acquisition_demo_recipe(tmp_path):
     assert drops[("cc_pages", "licence_share-alike")] > 0
     hub = next(s for s in res.rows["sources"] if s["source"] == "hub")
     assert hub["revision"] == "6195f7e9e1627d62b3c9072cb7836dafd7492305"
+
+
+def test_fsspec_keeps_sub_folders_and_parquet_metadata_of_any_type(tmp_path):
+    """Same file names in two folders stay two files; a timestamp metadata column does not break a shard."""
+    import datetime
+
+    from curation.acquire.sources import acquire_all
+    from curation.recipe import load_recipe
+
+    for sub, ids in (("a", ["a0", "a1"]), ("b", ["b0"])):
+        (tmp_path / "store" / sub).mkdir(parents=True)
+        pq.write_table(pa.table({"id": ids, "text": [english_doc(len(i) + ord(i[0])) for i in ids],
+                                 "crawled": [datetime.datetime(2024, 1, 2, 3, 4, 5)] * len(ids)}),
+                       tmp_path / "store" / sub / "part.parquet")
+    (tmp_path / "r.yaml").write_text(f"""name: t
+vocabulary: {VOCAB}
+sources:
+  - name: store
+    acquire: {{kind: fsspec, path: "store/**/*.parquet"}}
+    input: {{format: parquet, paths: [files/**/*.parquet], id_field: id, metadata_fields: [crawled]}}
+""")
+    record = acquire_all(load_recipe(tmp_path / "r.yaml", resolve_inputs=False), tmp_path / "out" / "raw")["store"]
+    assert record["files"] == 2
+    assert sorted(p.relative_to(tmp_path / "out" / "raw" / "store" / "files").as_posix()
+                  for p in (tmp_path / "out" / "raw" / "store" / "files").rglob("*.parquet")) == \
+        ["a/part.parquet", "b/part.parquet"]
+
+
+@pytest.mark.slow
+def test_parquet_metadata_of_any_type_is_kept(tmp_path):
+    import datetime
+
+    from curation.run import run
+    pq.write_table(pa.table({"id": ["x", "y"], "text": [english_doc(1), english_doc(2)],
+                             "crawled": [datetime.datetime(2024, 1, 2, 3, 4, 5)] * 2}), tmp_path / "d.parquet")
+    (tmp_path / "r.yaml").write_text(f"""name: t
+vocabulary: {VOCAB}
+sources:
+  - name: d
+    input: {{format: parquet, paths: [d.parquet], id_field: id, metadata_fields: [crawled]}}
+""")
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    assert res.rows["tokens"][0]["documents"] == 2
+    meta = pq.read_table(tmp_path / "out" / "processed" / "d" / "00000.parquet").column("meta").to_pylist()
+    assert json.loads(meta[0])["crawled"] == "2024-01-02 03:04:05"

@@ -12,6 +12,7 @@ from tests.conftest import VOCAB, english_doc, write_jsonl
     ("MIT", "permissive"), ("cc-by-4.0", "permissive"), ("ODC-By-1.0", "permissive"),
     ("CC-BY-SA-4.0", "share-alike"), ("GPL v3", "share-alike"), ("ODbL-1.0", "share-alike"),
     ("CC BY-NC-SA 4.0", "non-commercial"), ("for research purposes only", "research-only"),
+    ("CC-BY-ND-4.0", "no-derivatives"), ("CC BY-ND 4.0", "no-derivatives"), ("CC BY-NC-ND 4.0", "non-commercial"),
     ("Llama 2 Community License", "unknown"), ("", "unknown"), (None, "unknown")])
 def test_licence_classes(text, cls):
     assert licence_class(text) == cls

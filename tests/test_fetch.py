@@ -169,3 +169,42 @@ def test_fetch_all_limits_per_host_concurrency_and_resumes(servers, tmp_path):
     assert [r.status for r in second] == [r.status for r in first]
     assert good.paths()[requests_before:] == ["/gone"]  # only the failed URL is tried again
     assert blocked.log == []
+
+
+def test_equivalent_spellings_of_blocked_hosts_are_refused(servers):
+    good, blocked = servers
+    feeds = [("hosts", "hosts", "0.0.0.0 bad.test\n0.0.0.0 bücher.test\n"),
+             ("urlhaus.txt", "urlhaus", "https://127.0.0.3/x\nhttp://good.test/a;b=1\n"),
+             ("firehol.netset", "firehol", "127.0.0.3/32\n")]
+    resolver = {"2130706435": ["127.0.0.3"], "good.test": ["127.0.0.2"]}  # as getaddrinfo answers
+    guard = Guard(AccessLists.compile(feeds), resolver=lambda h: resolver[h])
+    cases = {
+        "http://ｂａｄ.test/": "domain_blocked",                 # full-width letters map to bad.test
+        "http://bad。test/": "domain_blocked",                   # ideographic full stop
+        "http://xn--bcher-kva.test/": "domain_blocked",          # bücher.test, as DNS spells it
+        "http://BAD.TEST./x": "domain_blocked",
+        "http://2130706435/": "ip_blocked",                      # integer spelling of 127.0.0.3
+        "http://[64:ff9b::7f00:3]/": "ip_blocked",                # NAT64 carrying 127.0.0.3
+        "http://[2002:7f00:3::1]/": "ip_blocked",                 # 6to4 carrying 127.0.0.3
+        "http://user:secret@good.test/": "userinfo_refused",
+        "http://good.test/a;b=1": "url_blocked",                 # ';' belongs to the URL in URL lists
+    }
+    for url, reason in cases.items():
+        assert guard.check(url).reason == reason, url
+    assert guard.check("http://good.test/a").allowed
+
+
+def test_bad_redirects_and_repeated_urls(servers, tmp_path):
+    good, _ = servers
+    good.routes["/bad-host"] = lambda s: (302, {"Location": "http://[::1/x"}, b"")
+    good.routes["/caf%C3%A9"] = ok(b"unicode path")  # the percent-encoded form the client must send
+    good.routes["/to-cafe"] = lambda s: (302, {"Location": "/café"}, b"")
+    good.routes["/once"] = ok(b"one")
+    fetcher, _, _ = make()
+    bad, _ = fetcher.fetch(f"{good.base}/bad-host")
+    assert (bad.status, bad.reason) == ("failed", "bad_redirect")
+    cafe, body = fetcher.fetch(f"{good.base}/to-cafe")
+    assert cafe.status == "ok" and body == b"unicode path"
+    assert "/caf%C3%A9" in good.paths()
+    results = fetcher.fetch_all([f"{good.base}/once"] * 3, tmp_path / "raw")
+    assert [r.status for r in results] == ["ok"] * 3 and good.paths().count("/once") == 1

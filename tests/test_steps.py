@@ -141,13 +141,15 @@ def test_exact_dedup_keeps_first_in_canonical_order():
 
 
 def test_url_dedup_drops_recrawls_of_the_same_page():
-    from curation.steps.dedup_exact import normalize_url
+    from curation.urls import normalize_url
 
     assert normalize_url("HTTPS://Example.COM:443/a?b=1#frag") == "https://example.com/a?b=1"
     assert normalize_url("http://example.com") == "http://example.com/"
     assert normalize_url("http://example.com:8080/x") == "http://example.com:8080/x"
     assert normalize_url("ftp://example.com/x") is None and normalize_url("not a url") is None
     assert normalize_url("http://[::1/x") is None  # malformed: no URL, no crash
+    assert normalize_url("http://[::1]:8080/x") == "http://[::1]:8080/x" != normalize_url("http://[::1:8080]/x")
+    assert normalize_url("http://Bücher.DE/x") == normalize_url("http://xn--bcher-kva.de/x")
     u = normalize_url("https://example.com/page")
     shards = [("a", "0", [content_hash("v1"), content_hash("v2"), content_hash("v1")], ["a1", "a2", "a3"],
                [u, u, None])]

@@ -93,10 +93,14 @@ def extract(archive: Path, target: Path, *, max_members: int = 100_000,
         out = _Writer(archive, staging, archive.stat().st_size, max_members=max_members,
                       max_total_bytes=max_total_bytes, max_member_bytes=max_member_bytes,
                       max_ratio=max_ratio)
-        if kind == "zip":
-            _extract_zip(archive, out)
-        else:
-            _extract_tar(archive, out, plain=(kind == "tar"))
+        try:
+            if kind == "zip":
+                _extract_zip(archive, out)
+            else:
+                _extract_tar(archive, out, plain=(kind == "tar"))
+        except OSError as exc:  # e.g. a member name longer than the file system allows
+            raise InputError(f"{archive}: a member cannot be written ({exc}); the archive does not fit this "
+                             f"file system, repack it") from None
         os.chmod(staging, _DIR_MODE)  # mkdtemp makes it 0o700
         try:
             # rename(2) replaces an empty directory atomically; a non-empty one makes it fail.

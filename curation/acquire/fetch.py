@@ -22,13 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from curation.acquire.netguard import Guard
+from curation.urls import ascii_host
 
 REDIRECTS = (301, 302, 303, 307, 308)
 TOO_LARGE = -1  # pseudo status: the body exceeded max_bytes (not retried)
 TRANSIENT = (429, 500, 502, 503, 504)
+_URL_SAFE = "/?&=%:@!$'()*+,;-._~"  # already-valid URL characters; anything else is percent-encoded
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,12 @@ class Fetcher:
                 if redirects > self.policy.max_redirects:
                     result.reason = "too_many_redirects"
                     return result, None
-                url = urljoin(url, headers["location"])
+                try:
+                    url = urljoin(url, headers["location"])
+                    urlsplit(url).port  # noqa: B018 - raises on a malformed host or port
+                except ValueError:
+                    result.reason = "bad_redirect"
+                    return result, None
                 continue
             if status in TRANSIENT:
                 retry_after = headers.get("retry-after")
@@ -137,16 +144,17 @@ class Fetcher:
 
     def _request(self, url: str, address: str) -> tuple[int, dict[str, str], bytes]:
         parts = urlsplit(url)
-        host = parts.hostname
+        host = ascii_host(parts.hostname)  # the guard checked this form; userinfo was refused there
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=_URL_SAFE)
+        host_header = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
         with self._host_slot(host):
             if parts.scheme == "https":
                 conn = _PinnedHTTPS(address, port, host, self.policy.timeout_s)
             else:
                 conn = http.client.HTTPConnection(address, port, timeout=self.policy.timeout_s)
             try:
-                conn.request("GET", path, headers={"Host": parts.netloc, "User-Agent": self.policy.user_agent,
+                conn.request("GET", path, headers={"Host": host_header, "User-Agent": self.policy.user_agent,
                                                    "Accept-Encoding": "identity"})
                 resp = conn.getresponse()
                 headers = {k.lower(): v for k, v in resp.getheaders()}
@@ -208,5 +216,7 @@ class Fetcher:
                 f.write(json.dumps(asdict(result), sort_keys=True) + "\n")
             return result
 
+        unique = list(dict.fromkeys(urls))  # a URL listed twice is fetched once
         with ThreadPoolExecutor(max_workers=self.policy.workers) as pool:
-            return list(pool.map(one, urls))
+            results = dict(zip(unique, pool.map(one, unique)))
+        return [results[u] for u in urls]

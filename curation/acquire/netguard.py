@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from curation.errors import InputError
-from curation.steps.dedup_exact import normalize_url
+from curation.urls import ascii_host, normalize_url
 
 Resolver = Callable[[str], list[str]]
 FEED_FORMATS = ("firehol", "spamhaus", "urlhaus", "hosts")
@@ -36,11 +36,31 @@ def system_resolver(host: str) -> list[str]:
     return sorted({info[4][0] for info in infos})
 
 
-def _entries(text: str) -> Iterable[str]:
+def _entries(text: str, fmt: str) -> Iterable[str]:
     for line in text.splitlines():
-        line = line.split("#", 1)[0].split(";", 1)[0].strip()
-        if line:
-            yield line
+        line = line.strip()
+        if line.startswith("#") or (fmt == "spamhaus" and line.startswith(";")):
+            continue
+        if fmt == "spamhaus":
+            line = line.split(";", 1)[0]  # `net ; SBL id`; in URL lists ";" is part of the URL
+        elif fmt != "urlhaus":
+            line = line.split("#", 1)[0]
+        if line.strip():
+            yield line.strip()
+
+
+def embedded_ipv4(address):
+    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64 64:ff9b::/96, IPv4-compatible)."""
+    if address.version == 4:
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    value = int(address)
+    if value >> 32 == 0x0064FF9B0000000000000000 or (value >> 32 == 0 and value > 0xFFFF):
+        return ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    return address
 
 
 class _Networks:
@@ -58,8 +78,11 @@ class _Networks:
             self.ranges[version] = (starts, ends)
 
     def __contains__(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        if address.version == 6 and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
+        if address.version == 6 and self._contains(address):
+            return True
+        return self._contains(embedded_ipv4(address))
+
+    def _contains(self, address) -> bool:
         starts, ends = self.ranges[address.version]
         i = bisect.bisect_right(starts, int(address)) - 1
         return i >= 0 and int(address) <= ends[i]
@@ -91,7 +114,7 @@ class AccessLists:
         digest = hashlib.sha256()
         for name, fmt, text in feeds:
             digest.update(f"{name}\0{fmt}\0{hashlib.sha256(text.encode()).hexdigest()}\0".encode())
-            for entry in _entries(text):
+            for entry in _entries(text, fmt):
                 if fmt in ("firehol", "spamhaus"):
                     try:
                         networks.append(ipaddress.ip_network(entry.split()[0], strict=False))
@@ -99,23 +122,38 @@ class AccessLists:
                         raise InputError(f"threat feed {name!r} ({fmt}): {entry!r} is no IP address or network; "
                                          f"fix the feed or declare its right format") from None
                 elif fmt == "urlhaus":
-                    parts = urlsplit(entry)
-                    host = (parts.hostname or "").rstrip(".")
+                    try:
+                        parts = urlsplit(entry)
+                        host = ascii_host(parts.hostname or "")
+                    except ValueError:
+                        continue  # no usable host: nothing this entry could ever match
                     if parts.scheme == "https" and host:
-                        domains.add(host)            # the path of an https URL is invisible: block the host
+                        _block_host(host, domains, networks)  # the path of an https URL is invisible
                     elif (url := normalize_url(entry)) is not None:
                         urls.add(url)
                 elif fmt == "hosts":
                     words = entry.split()
                     for host in (words[1:] if len(words) > 1 else words):
-                        host = host.lower().rstrip(".")
-                        if host not in ("localhost", "0.0.0.0", "broadcasthost"):
-                            domains.add(host)
+                        if host.lower().rstrip(".") not in ("localhost", "0.0.0.0", "broadcasthost"):
+                            try:
+                                _block_host(ascii_host(host), domains, networks)
+                            except ValueError:
+                                continue
                 else:
                     raise InputError(f"threat feed {name!r}: unknown format {fmt!r}; use one of {FEED_FORMATS}")
         nets = _Networks(networks)
         return cls(nets, frozenset(domains), frozenset(urls), digest.hexdigest(),
                    {"networks": len(nets), "domains": len(domains), "urls": len(urls)})
+
+
+def _block_host(host: str, domains: set, networks: list) -> None:
+    """An IP literal is blocked as a network (so its other spellings, which resolve to it, are too)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        domains.add(host)
+        return
+    networks.append(ipaddress.ip_network(address))
 
 
 def load_feeds(specs: list[dict]) -> AccessLists:
@@ -146,14 +184,16 @@ class Guard:
     def check(self, url: str) -> Decision:
         try:
             parts = urlsplit(url)
-            host = (parts.hostname or "").rstrip(".").lower()
             parts.port  # noqa: B018 - raises on a malformed port
-        except ValueError as e:
+            host = ascii_host(parts.hostname or "")
+        except (ValueError, UnicodeError) as e:
             return Decision(False, "malformed_url", detail=str(e))
         if parts.scheme.lower() not in ("http", "https"):
             return Decision(False, "scheme_refused", detail=parts.scheme or "(none)")
         if not host:
             return Decision(False, "malformed_url", detail="no host")
+        if parts.username is not None or parts.password is not None:
+            return Decision(False, "userinfo_refused", detail="credentials in the URL")
         if normalize_url(url) in self.lists.urls:
             return Decision(False, "url_blocked", detail=url)
         if (domain := self._blocked_domain(host)) is not None:

@@ -13,8 +13,9 @@
   sha256 over the sorted (url, body sha256) list, are recorded.
 
 `<out>/raw/<source>/acquired.json` holds that record (the ledger's `acquisition` rows and the
-`sources.fetched_sha256` column are read from it). An archive or fsspec acquisition whose
-spec and origin are unchanged is reused as is.
+`sources.fetched_sha256` column are read from it). An archive acquisition whose spec and archive
+are unchanged is reused as is; fsspec sources are copied again on every run (their listing is the
+only way to know they did not change).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import hashlib
 import json
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from curation.errors import InputError
 from curation.recipe.load import LoadedRecipe, fingerprint, sha256_file
@@ -122,6 +123,14 @@ def snapshot_revision(src) -> str | None:
     return src.revision or pinned
 
 
+def _glob_root(fs, url: str) -> str:
+    """The folder a glob starts from ("s3://b/p/**/*.jsonl" → "b/p"), in the file system's own paths."""
+    path = fs._strip_protocol(url)
+    parts = PurePosixPath(path).parts
+    fixed = [p for p in parts[:next((i for i, p in enumerate(parts) if any(c in p for c in "*?[")), len(parts))]]
+    return str(PurePosixPath(*fixed)) if fixed else "/"
+
+
 def _fsspec(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     import fsspec
     revision = snapshot_revision(src)
@@ -137,8 +146,10 @@ def _fsspec(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     pairs, total = [], 0
+    root = _glob_root(files[0].fs, url)
     for f in sorted(files, key=lambda f: f.path):
-        name = Path(f.path).name
+        name = str(PurePosixPath(f.path).relative_to(root))  # keep sub-folders: a/part.jsonl ≠ b/part.jsonl
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
         with f as fin, open(target / name, "wb") as fout:
             shutil.copyfileobj(fin, fout)
         pairs.append((name, sha256_file(target / name)))

@@ -2,7 +2,8 @@
 
 A licence is an SPDX id or free text; `licence_class` maps it to one of LICENCE_CLASSES. SPDX ids are
 looked up exactly (case-insensitive); free text is matched on the markers that decide the class, the
-most restrictive first (a "CC BY-NC-SA" text is non-commercial before it is share-alike). Anything
+most restrictive first (a "CC BY-NC-SA" text is non-commercial before it is share-alike; "CC BY-ND"
+is no-derivatives, not permissive: training makes a derivative). Anything
 unrecognised is `unknown`, which the policy treats as a class of its own: exclude it explicitly.
 """
 from __future__ import annotations
@@ -11,8 +12,8 @@ import re
 
 from curation.steps.base import Drop, Filter, Record
 
-LICENCE_CLASSES = ("permissive", "share-alike", "non-commercial", "research-only", "unknown")
-DEFAULT_EXCLUDED = ("non-commercial", "research-only", "share-alike")
+LICENCE_CLASSES = ("permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown")
+DEFAULT_EXCLUDED = ("non-commercial", "research-only", "share-alike", "no-derivatives")
 
 _SPDX = {
     "permissive": ["MIT", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "Zlib", "Unlicense", "CC0-1.0",
@@ -23,6 +24,7 @@ _SPDX = {
                     "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only", "GPL-3.0-or-later", "LGPL-2.1-only",
                     "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "AGPL-3.0-only",
                     "AGPL-3.0-or-later", "MPL-2.0", "EPL-2.0", "CDLA-Sharing-1.0", "GFDL-1.3-or-later"],
+    "no-derivatives": ["CC-BY-ND-1.0", "CC-BY-ND-2.0", "CC-BY-ND-2.5", "CC-BY-ND-3.0", "CC-BY-ND-4.0"],
     "non-commercial": ["CC-BY-NC-1.0", "CC-BY-NC-2.0", "CC-BY-NC-2.5", "CC-BY-NC-3.0", "CC-BY-NC-4.0",
                        "CC-BY-NC-SA-2.0", "CC-BY-NC-SA-3.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-3.0",
                        "CC-BY-NC-ND-4.0"],
@@ -31,6 +33,7 @@ _BY_SPDX = {spdx.lower(): cls for cls, ids in _SPDX.items() for spdx in ids}
 _TEXT = [  # (class, marker) in order of precedence
     ("research-only", re.compile(r"research[- ]only|academic[- ]use|non[- ]?commercial research|research purposes")),
     ("non-commercial", re.compile(r"\bnc\b|non[- ]?commercial|no commercial")),
+    ("no-derivatives", re.compile(r"\bnd\b|no[- ]?deriv")),
     ("share-alike", re.compile(r"\bsa\b|share[- ]?alike|\b[al]?gpl\b|copyleft|odbl")),
     ("permissive", re.compile(r"\bmit\b|apache|\bbsd\b|cc[- ]?0|public domain|\bpd\b|cc[- ]?by\b|odc[- ]?by"
                               r"|unlicense|permissive")),

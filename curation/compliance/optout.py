@@ -62,6 +62,7 @@ from protego import Protego
 
 from curation.errors import InputError, RecordError
 from curation.steps.base import Drop, Filter
+from curation.urls import ascii_host
 
 DEFAULT_AGENTS = (
     "GPTBot",
@@ -106,7 +107,10 @@ def _check_date(value: str, where: str) -> str:
 
 
 def _normalise_domain(name: str) -> str:
-    return name.strip().lower().rstrip(".")
+    try:
+        return ascii_host(name.strip())
+    except ValueError:
+        return name.strip().lower().rstrip(".")
 
 
 def _host(url: str) -> str:
@@ -119,7 +123,10 @@ def _host(url: str) -> str:
         host = parts.hostname or ""
     except ValueError as exc:
         raise RecordError("invalid_url", f"{url!r}: {exc}") from None
-    host = host.rstrip(".")
+    try:
+        host = ascii_host(host)  # "bücher.de" and "xn--bcher-kva.de" are one site
+    except ValueError as exc:
+        raise RecordError("invalid_url", f"{url!r}: {exc}") from None
     if not host:
         raise RecordError("url_without_host", f"{url!r} names no host; a domain-level opt-out cannot be checked")
     return host
@@ -329,8 +336,8 @@ class RobotsOptOut(Filter):
         if not isinstance(url, str) or not url.strip():
             self.stats.notes["no_url"] += 1
             return True
+        decision = self.index.decision(url)  # raises RecordError (quarantined) for a URL without a host
         self.stats.notes["checked"] += 1
         if not self.index.allowlisted(url):
             self.stats.notes["not_allowlisted"] += 1
-        decision = self.index.decision(url)
         return True if decision.allowed else Drop(REASON_OPT_OUT)

@@ -136,7 +136,7 @@ class Input(Strict):
     metadata_fields: list[str] = []
 
 
-LicenceClass = Literal["permissive", "share-alike", "non-commercial", "research-only", "unknown"]
+LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]
 
 
 class PII(Strict):
@@ -237,7 +237,7 @@ class Dedup(Strict):
 
 class LicencePolicy(Strict):
     """Licence classes whose records are excluded (Apertus 1.5 §3.1.1 defaults)."""
-    exclude: list[LicenceClass] = ["non-commercial", "research-only", "share-alike"]
+    exclude: list[LicenceClass] = ["non-commercial", "research-only", "share-alike", "no-derivatives"]
 
 
 class OptOut(Strict):
@@ -276,7 +276,8 @@ class Decontamination(Strict):
     """Remove training samples that overlap benchmark items (Apertus 1.5 §4.2): a sample is flagged when
     it contains `threshold` of one item's distinct `ngram`-grams, and removed by its id alone. A source
     losing more than `max_removal_rate` of its documents stops the run unless listed in `acknowledge`.
-    `false_positives`: "source/id" of flagged samples a reviewer cleared; they are kept."""
+    `false_positives`: "source/id" of flagged samples a reviewer cleared; they are kept (ids are unique per
+    shard, so an id repeated in several shards of a source clears each of them)."""
     benchmarks: list[Benchmark] = Field(min_length=1)
     ngram: int = Field(default=13, ge=1)
     threshold: float = Field(default=0.5, gt=0, le=1)

@@ -20,7 +20,8 @@ from curation.recipe.schema import Source
 from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
 from curation.shards import IndexedWriter, merge
 from curation.steps.base import QuarantineSink, Record
-from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, normalize_url, resolve_duplicates
+from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, resolve_duplicates
+from curation.urls import normalize_url
 from curation.steps.normalize import Normalize
 from curation.steps.pii import PIIRedactor
 from curation.steps.read import JsonlReader, TableReader
@@ -90,7 +91,7 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     for rec in stream:
         cols["id"].append(rec.id)
         cols["text"].append(rec.text)
-        cols["meta"].append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False))
+        cols["meta"].append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False, default=str))  # dates, bytes
         cols["content_hash"].append(content_hash(rec.text))
     atomic_write_parquet(processed_path(out_dir, src.name, spec["shard"]),
                          pa.table(cols, schema=PROCESSED_SCHEMA))

@@ -13,28 +13,13 @@
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import urlsplit, urlunsplit
 
 from curation.steps.base import Drop, Filter, Record
 
 
+
 def content_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-
-
-def normalize_url(url: str) -> str | None:
-    """Scheme and host lower-cased, default port and fragment dropped; None when it is no http(s) URL."""
-    try:
-        parts = urlsplit(url.strip())
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not host:
-        return None
-    netloc = host if port in (None, 80 if scheme == "http" else 443) else f"{host}:{port}"
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
 
 
 def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]],

@@ -141,7 +141,7 @@ def _phone_ok(text: str, m: re.Match) -> bool:
     if end < len(text) and (text[end].isalnum() or text[end] == "_"
                             or (text[end] in ".,:/-" and end + 1 < len(text) and text[end + 1].isalnum())):
         return False
-    if _ISBN_BEFORE.search(text, 0, m.start()):
+    if _ISBN_BEFORE.search(text, max(0, m.start() - 24), m.start()):  # a window: no rescan of the text
         return False
     groups = re.findall(r"\d+", cand)
     digits = "".join(groups)
