@@ -14,7 +14,7 @@ from curation.ledger.tables import check_conservation
 from curation.manifests import megatron_blend, verify_manifest
 from curation.run import run
 from curation.steps.base import StepStats
-from tests.conftest import DEMO, english_doc, make_recipe, write_jsonl
+from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +189,12 @@ def test_conservation_check_names_the_broken_step():
         check_conservation("s", "00000", [ok, bad])
     with pytest.raises(ConservationError, match=r"step 'read' emitted 5 records but 'length' received 4"):
         check_conservation("s", "00000", [ok, StepStats("length", 4, 4)])
+
+
+@pytest.mark.slow
+def test_committed_demo_manifests_are_what_the_demo_writes(demo_run):
+    """The examples in manifests/demo are reproducible byte for byte, from any checkout location."""
+    for name in ("stage1", "cooldown", "long-context-4k"):
+        committed = (REPO / "manifests" / "demo" / f"{name}.json").read_bytes()
+        assert (demo_run.out / "manifests" / f"{name}.json").read_bytes() == committed, \
+            f"manifests/demo/{name}.json is stale: rerun the demo and copy out/demo/manifests/ into manifests/demo/"
