@@ -117,3 +117,53 @@ def test_a_flagged_sample_removes_only_itself(tmp_path):
     kept = list(step.run(Record(f"x{i}", "web", "t") for i in range(100)))
     assert len(kept) == 99 and "x7" not in {r.id for r in kept}
     assert dict(step.stats.dropped) == {"contaminated:gsm": 1}
+
+
+def test_precision_and_recall_on_planted_contamination(tmp_path):
+    """Benchmark items (the demo's GSM8K and TruthfulQA copies) planted into real demo documents.
+
+    Thresholds, justified by the rule rather than tuned: a verbatim item, or its first 70% (of its
+    normalised words), holds at least (0.7·L−12)/(L−12) ≥ 0.59 of the item's 13-grams for items of
+    L ≥ 40 words, above the 0.5 rule whatever the seed, so
+    recall must be 1.0 for both; untouched documents must never be flagged (precision 1.0 on this
+    corpus, which holds no benchmark text); an item cut to its first 35% holds under 0.35 and must not be
+    flagged either: the rule is a share of the item, not any shared n-gram."""
+    import gzip
+    import random
+
+    from curation.decont.benchmarks import load_items
+    from tests.conftest import REPO
+
+    bench = REPO / "recipes" / "demo" / "benchmarks"
+    items = load_items("gsm8k", bench / "gsm8k_test.jsonl.gz", ["question", "answer"], "idx") + \
+        load_items("truthfulqa", bench / "truthfulqa.jsonl.gz", ["Question", "Best Answer", "Correct Answers"], None)
+    docs = [json.loads(line)["text"] for p in sorted((REPO / "recipes" / "demo" / "corpus").glob("*/*.jsonl.gz"))
+            for line in gzip.open(p, "rt", encoding="utf-8")][:300]
+    rng = random.Random(3)
+    s = Shingler(13)
+    long_items = [it for it in items if len(s.words(it.text)) >= 40]
+
+    def prefix(text: str, share: float) -> str:
+        """The raw prefix holding `share` of the item's normalised words (what the rule counts):
+        at least that share when cutting to 0.7, at most when cutting to 0.35."""
+        raw, total = text.split(), len(s.words(text))
+        sizes = [len(s.words(" ".join(raw[:k]))) for k in range(len(raw) + 1)]
+        if share >= 0.5:
+            return " ".join(raw[:next(k for k, n in enumerate(sizes) if n >= share * total)])
+        return " ".join(raw[:max(k for k, n in enumerate(sizes) if n <= share * total)])
+
+    planted = {"verbatim": [], "partial-70": [], "partial-35": []}
+    corpus = list(docs)
+    for kind, share in (("verbatim", 1.0), ("partial-70", 0.7), ("partial-35", 0.35)):
+        for _ in range(25):
+            host = rng.choice(docs).split(" ")
+            at = rng.randrange(len(host) + 1)
+            corpus.append(" ".join(host[:at] + [prefix(rng.choice(long_items).text, share)] + host[at:]))
+            planted[kind].append(len(corpus) - 1)
+    ngrams = build_index(items, 13, 4, tmp_path).column("ngrams").to_pylist()
+    found = match([s(d) for d in corpus], tmp_path, 4)
+    flagged = {i for i, f in enumerate(found) if f and max(c / ngrams[it] for it, c in f.items()) >= 0.5}
+    missed = [i for i in planted["verbatim"] + planted["partial-70"] if i not in flagged]
+    assert not missed, [(i, found[i]) for i in missed][:3]  # recall 1.0
+    assert not flagged & set(range(len(docs)))                                          # precision 1.0
+    assert not flagged & set(planted["partial-35"])
