@@ -1,0 +1,1 @@
+"""Images: decoding and validation, perceptual hashes (shared by image dedup and decontamination)."""

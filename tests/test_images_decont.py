@@ -1,0 +1,87 @@
+"""Image validation, perceptual hashes and decontamination by Hamming radius per domain."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from curation.decont.images import match_images
+from curation.errors import RecordError
+from curation.images.decode import decode
+from curation.images.phash import distance, phash64
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "images"
+
+
+def picture(seed: int, size=(320, 240), mode="RGB") -> Image.Image:
+    """A smooth random scene (low-frequency structure, as photos have)."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    return Image.fromarray(small).resize(size, Image.BICUBIC).convert(mode)
+
+
+def encode(img: Image.Image, fmt="PNG", **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def test_decode_normalises_modes_and_orientation():
+    base = picture(1)
+    for mode in ("CMYK", "P", "L", "RGBA", "LA"):
+        img = decode(encode(base.convert(mode), "TIFF" if mode == "CMYK" else "PNG"))
+        assert img.mode == "RGB" and img.size == (320, 240)
+    sixteen = Image.fromarray((np.arange(64 * 48, dtype=np.uint16).reshape(48, 64) * 16))
+    assert decode(encode(sixteen)).mode == "RGB"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated 90°: the decoded image must come out upright (portrait)
+    assert decode(encode(base, "JPEG", exif=exif)).size == (240, 320)
+
+
+def test_decode_rejects_with_reasons():
+    good = encode(picture(2), "JPEG")
+    cases = {b"": "empty_image", b"not an image at all": "corrupt_image", good[: len(good) // 2]: "truncated_image"}
+    for data, reason in cases.items():
+        with pytest.raises(RecordError) as e:
+            decode(data)
+        assert e.value.reason == reason
+    with pytest.raises(RecordError) as e:
+        decode(encode(Image.new("L", (400, 400))), max_pixels=100_000)
+    assert e.value.reason == "decompression_bomb"
+
+
+def test_phash_survives_reencoding_not_other_images():
+    img = picture(3)
+    h = phash64(img)
+    assert distance(h, phash64(decode(encode(img, "JPEG", quality=60)))) <= 4
+    assert distance(h, phash64(img.resize((160, 120)))) <= 4
+    assert min(distance(h, phash64(picture(s))) for s in range(10, 30)) > 10
+    assert 0 <= phash64(img, reduce=16) < 2**64  # the satellite setting: a smaller input
+    with pytest.raises(ValueError):
+        phash64(img, reduce=12)
+
+
+def test_match_images_uses_the_domain_radius():
+    bench = np.random.default_rng(0).integers(0, 2**63, 3, dtype=np.uint64)
+    train = np.array([bench[0] ^ np.uint64(0b11), bench[0] ^ np.uint64(0b11), bench[2], ~bench[1]], dtype=np.uint64)
+    found = match_images(train, ["natural", "satellite", "satellite", "natural"], bench)
+    assert found == [(0, 0, 2), (2, 2, 0)]  # 2 bits: a match for a photo, not for a satellite tile
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/images is absent")
+def test_real_near_duplicates():
+    folder = SHARED / "near_duplicates"
+    h = {p.name: phash64(decode(p.read_bytes())) for p in sorted(folder.iterdir()) if p.suffix != ".gif"}
+    base = h["imagededup_ukbench00120.jpg"]
+    assert distance(base, h["imagededup_ukbench00120_resize.jpg"]) <= 4
+    assert distance(base, h["imagededup_ukbench00120_gray.jpg"]) <= 4
+    others = [v for k, v in h.items() if "00120" not in k and "alpha" not in k]
+    assert min(distance(base, o) for o in others) > 20
+    train = np.array(list(h.values()), dtype=np.uint64)
+    found = match_images(train, ["natural"] * len(train), np.array([base], dtype=np.uint64))
+    names = list(h)
+    assert {names[i] for i, _, _ in found} == {"imagededup_ukbench00120.jpg", "imagededup_ukbench00120_resize.jpg",
+                                                "imagededup_ukbench00120_gray.jpg", "imagededup_alpha_channel_image.png"}
