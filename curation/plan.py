@@ -60,12 +60,14 @@ class Plan:
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
         optout = self.recipe.recipe.optout and src.optout == "page_url"
+        image = src.modality == "image"
         names = ["read", *(["constituents"] if src.constituents else []), "licence",
-                 *(["robots_optout"] if optout else []), "normalize", *[f.type for f in src.filters],
+                 *(["robots_optout"] if optout else []),
+                 *(["image_check"] if image else ["normalize", *[f.type for f in src.filters]]),
                  *(["pii"] if src.pii else [])]
-        if self.recipe.recipe.dedup.exact is not None:
+        if self.recipe.recipe.dedup.exact is not None or image:
             names.append("exact_dedup")
-        if self.recipe.recipe.dedup.minhash is not None:
+        if self.recipe.recipe.dedup.minhash is not None and not image:
             names.append("near_dedup")
         if self.recipe.recipe.decontamination is not None:
             names.append("decontaminate")
@@ -89,24 +91,33 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                               "compliance": portable})
             process.append(Node("process", src.name, f.shard_id, fp, spec=spec))
     dedup_cfg = r.dedup.exact.model_dump(mode="json") if r.dedup.exact else None
+    images = {"sources": {s.name: s.image_settings().domain for s in r.sources if s.modality == "image"},
+              "radii": r.image_dedup}
     dedup = Node("dedup", None, None,
-                 fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg,
+                 fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg, "images": images,
                               "deps": [n.fingerprint for n in process]}),
-                 deps=[n.key for n in process], spec={"cfg": dedup_cfg})
-    signatures, bands, clusters = _near_dup_nodes(loaded, process)
+                 deps=[n.key for n in process], spec={"cfg": dedup_cfg, "images": images})
+    text_process = [p for p in process if loaded.source(p.source).modality != "image"]
+    signatures, bands, clusters = _near_dup_nodes(loaded, text_process)
+    codec = _codec(loaded) if images["sources"] else None
     decont_index, decont, decont_resolve = _decont_nodes(loaded, process)
     tokenizer_sha = _file_sha(vocab)
     for p in process:
+        src = loaded.source(p.source)
+        image = None if src.modality != "image" else {
+            "codec": codec["path"], "area": src.image_settings().area, "caption": src.image_settings().caption}
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
                           "near": clusters.fingerprint if clusters else None,
                           "decont": decont_resolve.fingerprint if decont_resolve else None,
-                          "tokenizer": tokenizer_sha})
+                          "tokenizer": tokenizer_sha,
+                          "image": image and {**image, "codec": codec["sha256"]}})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
                              spec={"source": p.source, "shard": p.shard,
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
-                                   "dedup": dedup_cfg is not None, "near_dedup": clusters is not None,
-                                   "decont": decont_resolve is not None}))
+                                   "dedup": dedup_cfg is not None or bool(images["sources"]),
+                                   "near_dedup": clusters is not None and image is None,
+                                   "decont": decont_resolve is not None, "image": image}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
@@ -149,6 +160,20 @@ def _decont_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[Node | Non
                                 "match": [n.fingerprint for n in match]}),
                    deps=[n.key for n in match], spec=policy)
     return index, match, resolve
+
+
+def _codec(loaded: LoadedRecipe) -> dict:
+    """The image codec named by `image_tokenizer`, with a content hash for fingerprints."""
+    from curation.errors import RecipeError
+    from curation.recipe import sha256_file
+    if loaded.recipe.image_tokenizer is None:
+        raise RecipeError(f"{loaded.path}: the recipe has image sources but no `image_tokenizer`; name a "
+                          f"codec configuration (e.g. ../tokenizers/curate-demo-ibq.yaml) or checkpoint folder")
+    path = loaded.resolve(loaded.recipe.image_tokenizer)
+    files = sorted(path.glob("*")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise RecipeError(f"{loaded.path}: image_tokenizer {path} does not exist")
+    return {"path": str(path), "sha256": fingerprint([sha256_file(f) for f in files])}
 
 
 def _optout(loaded: LoadedRecipe):

@@ -75,8 +75,9 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         phase(rt, [plan.dedup], tasks.run_dedup, (shard_order,))
         if plan.clusters is not None:
             phase(rt, plan.signatures, minhash_tasks.run_signatures)
-            phase(rt, plan.bands, minhash_tasks.run_band, (shard_order,))
-            phase(rt, [plan.clusters], minhash_tasks.run_clusters, (shard_order,))
+            near_order = [(n.source, n.shard) for n in plan.signatures]  # text shards only
+            phase(rt, plan.bands, minhash_tasks.run_band, (near_order,))
+            phase(rt, [plan.clusters], minhash_tasks.run_clusters, (near_order,))
         if plan.decont_resolve is not None:
             phase(rt, [plan.decont_index], decont_tasks.run_decont_index)
             phase(rt, plan.decont, decont_tasks.run_decont)

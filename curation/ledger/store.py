@@ -63,6 +63,9 @@ SCHEMAS: dict[str, pa.Schema] = {
     "optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),
                          ("records", pa.int64()), ("with_url", pa.int64()), ("removed", pa.int64()),
                          ("allowlist_would_remove", pa.int64())]),
+    "image_clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("domain", pa.string()),
+                                 ("kept_source", pa.string()), ("kept_id", pa.string()), ("size", pa.int64()),
+                                 ("members", pa.list_(pa.string())), ("sources", pa.list_(pa.string()))]),
     "near_duplicates": pa.schema([("run", pa.string()), ("source", pa.string()), ("id", pa.string()),
                                   ("cluster", pa.string())]),
     # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.

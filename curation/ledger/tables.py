@@ -198,6 +198,10 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
                                "fields": ", ".join(b["fields"]), "items": b.get("items", 0),
                                "unindexable": b.get("unindexable", 0)}
                               for b in markers[plan.decont_index.key]["benchmarks"]]
+    image_clusters = out / "work" / "dedup" / "image_clusters.parquet"
+    if image_clusters.is_file() and plan.dedup.spec["images"]["sources"]:
+        import pyarrow.parquet as pq
+        rows["image_clusters"] = [{"run": run, **c} for c in pq.read_table(image_clusters).to_pylist()]
     clusters = out / "work" / "minhash" / "clusters.parquet"
     if plan.clusters is not None:
         import pyarrow.parquet as pq

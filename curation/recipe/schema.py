@@ -127,8 +127,9 @@ class Normalize(Strict):
 
 
 class Input(Strict):
-    # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots)
-    format: Literal["jsonl", "parquet"] = "jsonl"
+    # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
+    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`
+    format: Literal["jsonl", "parquet", "webdataset"] = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
     text_field: str = "text"
@@ -142,6 +143,15 @@ LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-comme
 class PII(Strict):
     """Replace personal data in the text (counted per kind in the ledger table `pii`)."""
     kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
+
+
+class Images(Strict):
+    """Image samples: validation, the dedup domain, and how they are tokenized."""
+    min_side: int = Field(default=32, ge=1)        # shorter images are dropped (`image_too_small`)
+    domain: str = "natural"                         # selects the pHash dedup radius (`image_dedup`)
+    phash_reduce: int = Field(default=32, ge=8)     # pHash input size; smaller for satellite imagery
+    area: int = Field(default=256 * 256, ge=256)    # pixels after resizing (tokens ≈ area / 256)
+    caption: Literal["before", "after", "none"] = "after"
 
 
 class Constituents(Strict):
@@ -186,6 +196,18 @@ class Source(Strict):
     optout: Literal["page_url", "not_available"] = "page_url"
     url_field: str = "url"
     pii: PII | None = None
+    images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
+
+    def image_settings(self) -> Images:
+        return self.images or Images()
+
+    @model_validator(mode="after")
+    def _image_source(self):
+        if (self.modality == "image") != (self.input.format == "webdataset"):
+            raise ValueError("an image source reads `input.format: webdataset` tars, and only image sources do")
+        if self.modality == "image" and self.filters:
+            raise ValueError("image sources take `images:` settings, not text `filters`")
+        return self
     revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0)
     max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
@@ -297,6 +319,10 @@ class Recipe(Strict):
     optout: OptOut | None = None
     network: Network = Network()
     decontamination: Decontamination | None = None
+    # the image codec: a seeded configuration (tokenizers/curate-demo-ibq.yaml) or a checkpoint folder
+    image_tokenizer: str | None = None
+    # pHash near-duplicate radius per image domain (default 0: equal hashes); null disables the domain
+    image_dedup: dict[str, int | None] = {"documents": None, "ocr": None, "web_ui": None}
     tokenize_batch_size: int = Field(default=256, ge=1)
     sources: list[Source] = Field(min_length=1)
 

@@ -57,6 +57,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
         *_compliance_sections(rows),
         *_decont_sections(rows),
         *_cluster_sections(rows),
+        *_image_cluster_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                  "token share", "weight"], summary)),
@@ -136,6 +137,18 @@ def _compliance_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                     _table(["source", "kind", "replaced"], [[p["source"], p["kind"], p["replaced"]]
                                                              for p in rows["pii"]])))
     return out
+
+
+def _image_cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    clusters = rows.get("image_clusters", [])
+    if not clusters:
+        return []
+    shown = clusters[:50]
+    return [("Image near-duplicates", f"{len(clusters)} groups of images within their domain's pHash radius "
+             f"(`image_dedup`); each keeps its earliest member. All groups: ledger table `image_clusters`"
+             f"{'; the first 50 shown' if len(clusters) > 50 else ''}.",
+             _table(["domain", "kept", "size", "members"],
+                    [[c["domain"], c["cluster"], c["size"], ", ".join(c["members"])] for c in shown]))]
 
 
 def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:

@@ -24,6 +24,7 @@ from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, res
 from curation.urls import normalize_url
 from curation.steps.normalize import Normalize
 from curation.steps.pii import PIIRedactor
+from curation.images.read import ImageCheck, WebDatasetReader
 from curation.steps.read import JsonlReader, TableReader
 from curation.steps.registry import build_filter
 from curation.steps.tokenize_text import TextTokenizer
@@ -31,6 +32,13 @@ from curation.vocab import Vocabulary
 
 PROCESSED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta", pa.string()),
                               ("content_hash", pa.binary(16))])
+# image samples: `text` is the caption, `content_hash` hashes the encoded image, `image` holds it
+IMAGE_PROCESSED_SCHEMA = pa.schema([*PROCESSED_SCHEMA, ("image", pa.binary())])
+
+
+def image_hash(data: bytes) -> bytes:
+    import hashlib
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def processed_path(out: Path, source: str, shard: str) -> Path:
@@ -66,9 +74,14 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     src = Source.model_validate(spec["source"])
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
-    reader_cls = TableReader if src.input.format == "parquet" else JsonlReader
-    reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
-                        metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
+    image = src.modality == "image"
+    if image:
+        reader = WebDatasetReader(Path(spec["path"]), metadata_fields=src.input.metadata_fields,
+                                  shard_label=spec["rel"], **common)
+    else:
+        reader_cls = TableReader if src.input.format == "parquet" else JsonlReader
+        reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
+                            metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
     comp = spec["compliance"]
     steps = []
     if comp.get("constituents"):
@@ -79,22 +92,28 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         o = comp["optout"]
         steps.append(RobotsOptOut(_optout_index(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
                                   url_field=o["url_field"], **common))
-    steps += [Normalize(nfc=src.normalize.nfc, ftfy=src.normalize.ftfy, **common),
-              *[build_filter(f, base_dir=Path(spec["base_dir"]), **common) for f in src.filters]]
+    if image:
+        steps.append(ImageCheck(min_side=src.image_settings().min_side, domain=src.image_settings().domain,
+                                phash_reduce=src.image_settings().phash_reduce, **common))
+    else:
+        steps += [Normalize(nfc=src.normalize.nfc, ftfy=src.normalize.ftfy, **common),
+                  *[build_filter(f, base_dir=Path(spec["base_dir"]), **common) for f in src.filters]]
     if comp["pii"]:
         steps.append(PIIRedactor(kinds=tuple(comp["pii"]), **common))
     _unique_names(steps)
     stream = reader.run()
     for step in steps:
         stream = step.run(stream)
-    cols: dict[str, list] = {"id": [], "text": [], "meta": [], "content_hash": []}
+    cols: dict[str, list] = {"id": [], "text": [], "meta": [], "content_hash": [], **({"image": []} if image else {})}
     for rec in stream:
         cols["id"].append(rec.id)
         cols["text"].append(rec.text)
         cols["meta"].append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False, default=str))  # dates, bytes
-        cols["content_hash"].append(content_hash(rec.text))
+        cols["content_hash"].append(content_hash(rec.text) if not image else image_hash(rec.image))
+        if image:
+            cols["image"].append(rec.image)
     atomic_write_parquet(processed_path(out_dir, src.name, spec["shard"]),
-                         pa.table(cols, schema=PROCESSED_SCHEMA))
+                         pa.table(cols, schema=IMAGE_PROCESSED_SCHEMA if image else PROCESSED_SCHEMA))
     atomic_write_jsonl(out_dir / "quarantine" / src.name / f"{spec['shard']}.process.jsonl", sink.entries)
     return write_marker(out_dir, key, fingerprint, {
         "stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
@@ -117,6 +136,11 @@ def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tup
                         for m in t.column("meta").to_pylist()]
             columns.append((source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist(), urls))
         rows = resolve_duplicates(columns, spec["cfg"]["scope"])
+    if spec.get("images", {}).get("sources"):
+        from curation.images.dedup import image_duplicates
+        image_rows, clusters = image_duplicates(out_dir, shards, spec["images"], rows)
+        rows += image_rows
+        atomic_write_parquet(out_dir / "work" / "dedup" / "image_clusters.parquet", clusters)
     names = ["source", "shard", "id", "reason", "duplicate_of_source", "duplicate_of_id"]
     table = pa.table({n: pa.array([r[n] for r in rows], pa.string()) for n in names})
     atomic_write_parquet(out_dir / "work" / "dedup" / "exact.parquet", table)
@@ -150,11 +174,17 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     if spec.get("decont"):
         from curation.runtime.decont_tasks import removed_ids
         steps.append(DropListed("decontaminate", removed_ids(out_dir, source, shard), **common))
-    tokenizer = TextTokenizer(vocab, batch_size=spec["batch_size"], **common)
-    steps.append(tokenizer)
-    records = (Record(id=i, source=source, text=t, meta=json.loads(m))
-               for i, t, m in zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
-                                  table.column("meta").to_pylist()))
+    if spec.get("image"):
+        from curation.images.tokenize import ImageTokenizer, load_codec
+        im = spec["image"]
+        steps.append(ImageTokenizer(vocab, load_codec(im["codec"]), area=im["area"], caption=im["caption"], **common))
+        images = table.column("image").to_pylist()
+    else:
+        steps.append(TextTokenizer(vocab, batch_size=spec["batch_size"], **common))
+        images = [None] * table.num_rows
+    records = (Record(id=i, source=source, text=t, meta=json.loads(m), image=img)
+               for i, t, m, img in zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
+                                       table.column("meta").to_pylist(), images))
     stream = records
     for step in steps:
         stream = step.run(stream)

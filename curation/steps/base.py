@@ -35,6 +35,7 @@ class Record:
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
     tokens: Any = None  # numpy int32 array once tokenized
+    image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,54 @@
+"""recipes/images.yaml end to end: checks with reasons, pHash dedup, tokenized shards, determinism."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+
+RECIPE = REPO / "recipes" / "images.yaml"
+
+
+@pytest.mark.slow
+def test_image_recipe_end_to_end(tmp_path):
+    from curation.run import run
+    from curation.shards import read_index, read_tokens
+    from curation.vocab import Vocabulary
+
+    a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
+    reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
+    assert reasons == {("captioned", "image_too_small"): 1, ("captioned", "image_near_duplicate"): 1,
+                       ("captioned", "repetitive_caption"): 1, ("captioned", "truncated_image"): 1}
+    [cluster] = a.rows["image_clusters"]
+    assert cluster["members"] == ["captioned/0002", "captioned/0100"]  # the cat and its re-encoded copy
+    tokens = {t["source"]: t for t in a.rows["tokens"]}
+    assert tokens["captioned"]["documents"] == 8 and tokens["uncaptioned"]["documents"] == 5
+    assert tokens["captioned"]["image_tokens"] > 8 * 64 and tokens["uncaptioned"]["image_tokens"] > 5 * 64
+    vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
+    prefix = tmp_path / "w1" / "tokenized" / "captioned" / "captioned"
+    _, lengths, _, _ = read_index(prefix.with_suffix(".idx"))
+    doc = read_tokens(prefix)[:int(lengths[0])].tolist()
+    assert doc[0] == vocab.marker("image_start") and doc[-1] == vocab.eod_id
+    end = doc.index(vocab.marker("image_end"))
+    assert all(t in vocab.block("text") for t in doc[end + 1:])  # the caption follows the image
+    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False)
+    for source in ("captioned", "uncaptioned"):
+        for ext in ("bin", "idx"):
+            assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
+                (tmp_path / "w2" / "tokenized" / source / f"{source}.{ext}").read_bytes()
+    assert b.rows["image_clusters"] == [dict(c, run=b.rows["image_clusters"][0]["run"]) for c in a.rows["image_clusters"]]
+
+
+def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
+    from curation.errors import RecipeError
+    from curation.run import load_plan
+    text = RECIPE.read_text()
+    (tmp_path / "images").symlink_to(REPO / "recipes" / "images")
+    (tmp_path / "r.yaml").write_text(text.replace("image_tokenizer: ../tokenizers/curate-demo-ibq.yaml\n", "")
+                                     .replace("../tokenizers/", f"{REPO}/tokenizers/"))
+    with pytest.raises(RecipeError, match="no `image_tokenizer`"):
+        load_plan(tmp_path / "r.yaml")
+    (tmp_path / "r.yaml").write_text(text.replace("../tokenizers/", f"{REPO}/tokenizers/").replace(
+        "    images: {min_side: 64, domain: natural, area: 16384, caption: none}",
+        "    filters: [{type: length, min_words: 3}]"))
+    with pytest.raises(RecipeError, match="not text `filters`"):
+        load_plan(tmp_path / "r.yaml")
