@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     except CurateError as e:
         print(f"curate: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("curate: interrupted; completed tasks are kept, re-run to finish", file=sys.stderr)
         return 130
