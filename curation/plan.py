@@ -141,17 +141,31 @@ def _decont_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[Node | Non
             raise RecipeError(f"decontamination.benchmarks[{b.name}]: file {path} does not exist; give a local "
                               f"copy of the benchmark (nothing is downloaded at run time)")
         benchmarks.append(b.model_dump(mode="json") | {"path": str(path), "sha256": sha256_file(path)})
-    index_cfg = {"benchmarks": benchmarks, "ngram": cfg.ngram, "shards": cfg.index_shards}
+    image_benchmarks = []
+    for b in cfg.image_benchmarks:
+        path = loaded.resolve(b.path)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        if not path.exists() or not files:
+            from curation.errors import RecipeError
+            raise RecipeError(f"decontamination.image_benchmarks[{b.name}]: {path} holds no files; give a "
+                              f"local folder or tar of the benchmark's images")
+        image_benchmarks.append({"name": b.name, "path": str(path),
+                                 "sha256": fingerprint([sha256_file(f) for f in files])})
+    index_cfg = {"benchmarks": benchmarks, "image_benchmarks": image_benchmarks, "ngram": cfg.ngram,
+                 "shards": cfg.index_shards}
     index = Node("decont_index", None, None, fingerprint({"v": CODE_EPOCH, "phase": "decont_index",
                                                            "cfg": [{k: v for k, v in b.items() if k != "path"}
-                                                                   for b in benchmarks],
+                                                                   for b in benchmarks + image_benchmarks],
                                                            "ngram": cfg.ngram, "shards": cfg.index_shards}),
                  spec=index_cfg)
     match = [Node("decont", p.source, p.shard,
                   fingerprint({"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint,
-                               "process": p.fingerprint, "threshold": cfg.threshold}),
+                               "process": p.fingerprint, "threshold": cfg.threshold,
+                               "radii": cfg.image_radii}),
                   deps=[p.key, index.key], spec={"source": p.source, "shard": p.shard, "ngram": cfg.ngram,
-                                                 "shards": cfg.index_shards, "threshold": cfg.threshold})
+                                                 "shards": cfg.index_shards, "threshold": cfg.threshold,
+                                                 "image_radii": cfg.image_radii,
+                                                 "image": loaded.source(p.source).modality == "image"})
              for p in process]
     policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
               "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}

@@ -52,3 +52,31 @@ def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
         "    filters: [{type: length, min_words: 3}]"))
     with pytest.raises(RecipeError, match="not text `filters`"):
         load_plan(tmp_path / "r.yaml")
+
+
+@pytest.mark.slow
+def test_image_decontamination_removes_the_benchmark_image(tmp_path):
+    """A benchmark image (here: a re-encoded copy of one demo photo) removes its training twin by id."""
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    from curation.run import run
+
+    with tarfile.open(REPO / "recipes" / "images" / "shards" / "captioned-00000.tar") as tar:
+        camera = Image.open(io.BytesIO(tar.extractfile("0001.jpg").read()))
+    (tmp_path / "bench").mkdir()
+    camera.resize((150, 150)).save(tmp_path / "bench" / "q17.png")
+    (tmp_path / "bench" / "README.txt").write_text("not an image")
+    text = RECIPE.read_text().replace("../tokenizers/", f"{REPO}/tokenizers/").replace(
+        "images/shards/", f"{REPO}/recipes/images/shards/")
+    text = text.replace("sources:", f"decontamination:\n  image_benchmarks: [{{name: vqa, path: {tmp_path / 'bench'}}}]\n"
+                                    "sources:", 1)
+    (tmp_path / "r.yaml").write_text(text)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    rows = {(d["source"], d["benchmark"]): d for d in res.rows["decontamination"]}
+    assert rows[("captioned", "vqa")]["removed"] == 1 and rows[("uncaptioned", "(all)")]["removed"] == 0
+    assert {b["benchmark"]: (b["items"], b["unindexable"]) for b in res.rows["benchmarks"]} == {"vqa": (1, 1)}
+    page = (tmp_path / "out" / "review" / "decontamination.html").read_text()
+    assert "captioned/0001" in page and "pHash distance" in page

@@ -42,8 +42,10 @@ def build_index(items: list[Item], n: int, shards: int, folder: Path) -> pa.Tabl
         mine = part == k
         order = np.lexsort((all_o[mine], all_h[mine]))
         np.savez(shard_path(folder, k), hashes=all_h[mine][order], items=all_o[mine][order])
-    return pa.table({"benchmark": [it.benchmark for it in items], "item_id": [it.item_id for it in items],
-                     "text": [it.text for it in items], "ngrams": pa.array(counts, pa.int64())})
+    return pa.table({"benchmark": pa.array([it.benchmark for it in items], pa.string()),
+                     "item_id": pa.array([it.item_id for it in items], pa.string()),
+                     "text": pa.array([it.text for it in items], pa.string()),
+                     "ngrams": pa.array(counts, pa.int64())})
 
 
 def match(doc_hashes: list[np.ndarray], folder: Path, shards: int) -> list[dict[int, int]]:

@@ -36,7 +36,8 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
     from curation.runtime.decont_tasks import base
     from curation.runtime.tasks import processed_path
 
-    items = pq.read_table(base(out) / "items.parquet", columns=["text"]).column("text").to_pylist()
+    item_table = pq.read_table(base(out) / "items.parquet", columns=["text", "phash"])
+    items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
     texts: dict[tuple[str, str, str], str] = {}
     for source, shard in sorted({(f["source"], f["shard"]) for f in flags}):
         t = pq.read_table(processed_path(out, source, shard), columns=["id", "text"])
@@ -53,6 +54,13 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
     shingler = Shingler(n)
     cards = []
     for r in sorted(rows, key=lambda r: (-r["ratio"], r["source"], r["id"]))[:_CAP]:
+        if phashes[r["item"]] is not None:  # an image match: there are no n-grams to highlight
+            cards.append(
+                f"<section class='{r['status']}'><h2>{html.escape(r['source'])}/{html.escape(r['id'])} · "
+                f"{html.escape(r['benchmark'])} image {html.escape(r['item_id'])} · pHash distance "
+                f"{r['overlap']} of 64 bits · {r['status']}</h2><p>caption: {html.escape(r['text'][:500]) or '—'}"
+                f"</p></section>")
+            continue
         doc_words, item_words = shingler.words(r["text"]), shingler.words(r["item_text"])
         doc_marks = overlap_words(doc_words, set(shingler(r["text"]).tolist()) & set(shingler(r["item_text"]).tolist()), n)
         item_marks = overlap_words(item_words, set(shingler(r["text"]).tolist()), n)

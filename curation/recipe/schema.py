@@ -294,19 +294,35 @@ class Benchmark(Strict):
     id_field: str | None = None
 
 
+class ImageBenchmark(Strict):
+    """An image evaluation set: a folder (searched recursively) or tar of image files."""
+    name: str = Field(pattern=NAME_PATTERN)
+    path: str
+
+
 class Decontamination(Strict):
     """Remove training samples that overlap benchmark items (Apertus 1.5 §4.2): a sample is flagged when
     it contains `threshold` of one item's distinct `ngram`-grams, and removed by its id alone. A source
     losing more than `max_removal_rate` of its documents stops the run unless listed in `acknowledge`.
     `false_positives`: "source/id" of flagged samples a reviewer cleared; they are kept (ids are unique per
     shard, so an id repeated in several shards of a source clears each of them)."""
-    benchmarks: list[Benchmark] = Field(min_length=1)
+    benchmarks: list[Benchmark] = []
+    # training images within their domain's pHash radius of a benchmark image are removed; low-entropy
+    # domains (satellite, medical, charts, documents) match only on equal hashes
+    image_benchmarks: list[ImageBenchmark] = []
+    image_radii: dict[str, int] = {"natural": 4, "satellite": 0, "medical": 0, "charts": 0, "documents": 0}
     ngram: int = Field(default=13, ge=1)
     threshold: float = Field(default=0.5, gt=0, le=1)
     max_removal_rate: float = Field(default=0.2, ge=0, le=1)
     acknowledge: list[str] = []
     false_positives: list[str] = []
     index_shards: int = Field(default=4, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _some_benchmark(self):
+        if not self.benchmarks and not self.image_benchmarks:
+            raise ValueError("name at least one benchmark (benchmarks or image_benchmarks)")
+        return self
 
 
 class Recipe(Strict):

@@ -39,20 +39,49 @@ def flags_path(out: Path, source: str, shard: str) -> Path:
     return base(out) / "flags" / source / f"{shard}.parquet"
 
 
+def _image_items(bench: dict) -> tuple[list[dict], int]:
+    """(items with their pHash, unreadable files) of one image benchmark: a folder or a tar."""
+    import tarfile
+
+    from curation.errors import RecordError
+    from curation.images.decode import decode
+    from curation.images.phash import phash64
+    path = Path(bench["path"])
+    if path.is_dir():
+        blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]
+    else:
+        with tarfile.open(path, "r:*") as tar:
+            blobs = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    items, bad = [], 0
+    for name, data in blobs:
+        try:
+            items.append({"benchmark": bench["name"], "item_id": name, "text": name, "ngrams": 0,
+                          "phash": f"{phash64(decode(data)):016x}"})
+        except RecordError:
+            bad += 1  # not an image (a README, a label file): nothing to match
+    return items, bad
+
+
 def run_decont_index(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     items = [it for b in spec["benchmarks"]
              for it in load_items(b["name"], Path(b["path"]), b["fields"], b["id_field"])]
     table = build_index(items, spec["ngram"], spec["shards"], base(out_dir) / "index")
-    atomic_write_parquet(base(out_dir) / "items.parquet", table)
+    table = table.append_column("phash", pa.nulls(table.num_rows, pa.string()))
     per = {}
     for b, n in zip(table.column("benchmark").to_pylist(), table.column("ngrams").to_pylist()):
         p = per.setdefault(b, {"items": 0, "unindexable": 0})
         p["items"] += 1
         p["unindexable"] += n == 0
+    for b in spec.get("image_benchmarks", []):  # after the text items: their indices stay the index's
+        images, bad = _image_items(b)
+        per[b["name"]] = {"items": len(images), "unindexable": bad}
+        if images:
+            table = pa.concat_tables([table, pa.Table.from_pylist(images, schema=table.schema)])
+    atomic_write_parquet(base(out_dir) / "items.parquet", table)
     return write_marker(out_dir, key, fingerprint, {
-        "benchmarks": [{"name": b["name"], "sha256": b["sha256"], "fields": b["fields"], **per.get(b["name"], {})}
-                       for b in spec["benchmarks"]],
+        "benchmarks": [{"name": b["name"], "sha256": b["sha256"], "fields": b.get("fields", ["image"]),
+                        **per.get(b["name"], {})} for b in spec["benchmarks"] + spec.get("image_benchmarks", [])],
         "outputs": ["work/decont/items.parquet"] + [f"work/decont/index/shard-{k:03d}.npz"
                                                    for k in range(spec["shards"])]})
 
@@ -76,10 +105,43 @@ def run_decont(out: str, key: str, fingerprint: str, spec: dict) -> dict:
             rows.append({"source": spec["source"], "shard": spec["shard"], "id": rid, "benchmark": bench[it],
                          "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
                          "ratio": round(ratio, 6)})
+    if spec.get("image"):
+        rows = _image_flags(out_dir, spec, rows, bench, item_ids)
     path = flags_path(out_dir, spec["source"], spec["shard"])
     atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
     return write_marker(out_dir, key, fingerprint, {"documents": table.num_rows, "flagged": len(rows),
                                                     "outputs": [str(path.relative_to(out_dir))]})
+
+
+def _image_flags(out: Path, spec: dict, rows: list[dict], bench: list, item_ids: list) -> list[dict]:
+    """Add (or replace caption flags with) matches of the shard's images against benchmark images: the
+    nearest benchmark image within the sample's domain radius; overlap = Hamming distance of 64 bits."""
+    import json
+
+    import numpy as np
+
+    from curation.decont.images import match_images
+    phashes = pq.read_table(base(out) / "items.parquet", columns=["phash"]).column("phash").to_pylist()
+    image_items = [i for i, h in enumerate(phashes) if h is not None]
+    if not image_items:
+        return rows
+    t = pq.read_table(processed_path(out, spec["source"], spec["shard"]), columns=["id", "meta"])
+    metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+    train = np.array([int(m["phash"], 16) for m in metas], dtype=np.uint64)
+    found = match_images(train, [m["domain"] for m in metas],
+                         np.array([int(phashes[i], 16) for i in image_items], dtype=np.uint64), spec["image_radii"])
+    best: dict[int, tuple[int, int]] = {}
+    for ti, bi, dist in found:
+        if ti not in best or (dist, bi) < best[ti]:
+            best[ti] = (dist, bi)
+    by_id = {r["id"]: r for r in rows}
+    ids = t.column("id").to_pylist()
+    for ti, (dist, bi) in sorted(best.items()):
+        item = image_items[bi]
+        by_id[ids[ti]] = {"source": spec["source"], "shard": spec["shard"], "id": ids[ti], "benchmark": bench[item],
+                          "item": item, "item_id": item_ids[item], "overlap": dist, "item_ngrams": 64,
+                          "ratio": round(1 - dist / 64, 6)}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def run_decont_resolve(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
