@@ -80,3 +80,33 @@ def test_image_decontamination_removes_the_benchmark_image(tmp_path):
     assert {b["benchmark"]: (b["items"], b["unindexable"]) for b in res.rows["benchmarks"]} == {"vqa": (1, 1)}
     page = (tmp_path / "out" / "review" / "decontamination.html").read_text()
     assert "captioned/0001" in page and "pHash distance" in page
+
+
+@pytest.mark.slow
+def test_parquet_image_source_as_in_a_dataset_snapshot(tmp_path):
+    """Hugging Face's image feature: a {bytes, path} struct column next to the caption."""
+    import io
+    import tarfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.run import run
+
+    with tarfile.open(REPO / "recipes" / "images" / "shards" / "captioned-00000.tar") as tar:
+        jpgs = [tar.extractfile(f"{i:04d}.jpg").read() for i in range(3)]
+    rows = [{"id": f"r{i}", "image": {"bytes": b, "path": f"{i}.jpg"}, "caption": f"Photo number {i} of a set."}
+            for i, b in enumerate(jpgs)] + [{"id": "r9", "image": {"bytes": None, "path": "x.jpg"}, "caption": "x"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train-00000.parquet")
+    (tmp_path / "r.yaml").write_text(f"""name: t
+vocabulary: {REPO}/tokenizers/curate-demo-v1.yaml
+image_tokenizer: {REPO}/tokenizers/curate-demo-ibq.yaml
+sources:
+  - name: hub_images
+    modality: image
+    input: {{format: parquet, paths: [train-00000.parquet], image_field: image, text_field: caption, id_field: id}}
+    images: {{min_side: 32, area: 4096}}
+""")
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    assert res.rows["tokens"][0]["documents"] == 3 and res.rows["tokens"][0]["image_tokens"] >= 3 * 16
+    assert {(q["reason"], q["records"]) for q in res.rows["quarantine"]} == {("no_image", 1)}

@@ -1,4 +1,4 @@
-"""Image samples from WebDataset tars, and the image checks of the process phase.
+"""Image samples from WebDataset tars or Parquet rows, and the image checks of the process phase.
 
 A WebDataset shard is a tar whose consecutive members sharing a key (`dir/key.jpg`, `dir/key.txt`,
 `dir/key.json`) form one sample: one image member, optionally a caption (`.txt`, or the `caption`
@@ -80,6 +80,52 @@ class WebDatasetReader(Step):
             self.stats.seconds += time.perf_counter() - start
             yield Record(id=key, source=self.source, text=caption, meta=meta, image=image)
             start = time.perf_counter()
+        self.stats.seconds += time.perf_counter() - start
+
+
+class ParquetImageReader(Step):
+    """Image samples from Parquet rows (a Hugging Face dataset snapshot): `image_field` holds the encoded
+    bytes or a `{bytes, path}` struct, `caption_field` the caption when the column exists. A row without
+    image bytes, or a repeated id, is quarantined; an unreadable file is one `corrupt_file` unit."""
+    name = "read"
+
+    def __init__(self, path: Path, *, image_field: str, caption_field: str, id_field: str | None,
+                 metadata_fields: list[str], shard_label: str, **kw):
+        super().__init__(**kw)
+        self.path, self.image_field, self.caption_field = path, image_field, caption_field
+        self.id_field, self.metadata_fields, self.shard_label = id_field, metadata_fields, shard_label
+
+    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        start, row, seen = time.perf_counter(), 0, set()
+        try:
+            batches = pq.ParquetFile(self.path).iter_batches(batch_size=256)
+            for batch in batches:
+                for obj in batch.to_pylist():
+                    row += 1
+                    self.stats.records_in += 1
+                    loc = f"{self.shard_label}:{row}"
+                    value = obj.get(self.image_field)
+                    image = value.get("bytes") if isinstance(value, dict) else value
+                    rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else loc
+                    if not isinstance(image, (bytes, bytearray)) or not image:
+                        self.quarantine(loc, "no_image", f"{self.path} row {row}: no bytes in {self.image_field!r}")
+                        continue
+                    if rid in seen:
+                        self.quarantine(loc, "duplicate_id", f"{self.path} row {row}: id {rid!r} already seen")
+                        continue
+                    seen.add(rid)
+                    caption = obj.get(self.caption_field)
+                    self.stats.records_out += 1
+                    self.stats.seconds += time.perf_counter() - start
+                    yield Record(id=rid, source=self.source, text=caption if isinstance(caption, str) else "",
+                                 meta={k: obj[k] for k in self.metadata_fields if k in obj}, image=bytes(image))
+                    start = time.perf_counter()
+        except (pa.ArrowException, OSError) as e:
+            self.stats.records_in += 1
+            self.quarantine(f"{self.shard_label}:{row + 1}", "corrupt_file",
+                            f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")
         self.stats.seconds += time.perf_counter() - start
 
 

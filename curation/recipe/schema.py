@@ -132,9 +132,10 @@ class Input(Strict):
     format: Literal["jsonl", "parquet", "webdataset"] = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
-    text_field: str = "text"
+    text_field: str = "text"          # for image sources: the caption field (optional)
     id_field: str | None = None
     metadata_fields: list[str] = []
+    image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
 
 
 LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]
@@ -197,22 +198,26 @@ class Source(Strict):
     url_field: str = "url"
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
+    revision: str | None = None       # the pinned revision of the data, when it has one
+    weight: float = Field(default=1.0, ge=0)
+    max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
+    normalize: Normalize = Normalize()
+    filters: list[FilterConfig] = []
 
     def image_settings(self) -> Images:
         return self.images or Images()
 
     @model_validator(mode="after")
     def _image_source(self):
-        if (self.modality == "image") != (self.input.format == "webdataset"):
-            raise ValueError("an image source reads `input.format: webdataset` tars, and only image sources do")
+        if self.input.format == "webdataset" and self.modality != "image":
+            raise ValueError("`input.format: webdataset` holds image samples: set `modality: image`")
+        if self.modality == "image" and not (self.input.format == "webdataset" or
+                                             (self.input.format == "parquet" and self.input.image_field)):
+            raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
+                             "with image bytes (`input.format: parquet` and `image_field`)")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
         return self
-    revision: str | None = None       # the pinned revision of the data, when it has one
-    weight: float = Field(default=1.0, ge=0)
-    max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
-    normalize: Normalize = Normalize()
-    filters: list[FilterConfig] = []
 
 
 class ExactDedup(Strict):

@@ -24,7 +24,7 @@ from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, res
 from curation.urls import normalize_url
 from curation.steps.normalize import Normalize
 from curation.steps.pii import PIIRedactor
-from curation.images.read import ImageCheck, WebDatasetReader
+from curation.images.read import ImageCheck, ParquetImageReader, WebDatasetReader
 from curation.steps.read import JsonlReader, TableReader
 from curation.steps.registry import build_filter
 from curation.steps.tokenize_text import TextTokenizer
@@ -75,7 +75,11 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
     image = src.modality == "image"
-    if image:
+    if image and src.input.format == "parquet":
+        reader = ParquetImageReader(Path(spec["path"]), image_field=src.input.image_field,
+                                    caption_field=src.input.text_field, id_field=src.input.id_field,
+                                    metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
+    elif image:
         reader = WebDatasetReader(Path(spec["path"]), metadata_fields=src.input.metadata_fields,
                                   shard_label=spec["rel"], **common)
     else:
