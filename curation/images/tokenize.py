@@ -8,7 +8,7 @@ the image's layout (`curation.images.codec.layout`), then end-of-document.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import torch
 
 from curation.images.codec import IBQEncoder, layout, target_size, to_pixels
 from curation.images.decode import decode
-from curation.steps.base import Record, Step
+from curation.steps.base import BatchStep, Record
 from curation.vocab import Vocabulary
 
 
@@ -32,7 +32,7 @@ def load_codec(path: str) -> IBQEncoder:
     return IBQEncoder.seeded(cfg, seed=int(cfg.get("seed", 0)))
 
 
-class ImageTokenizer(Step):
+class ImageTokenizer(BatchStep):
     name = "tokenize"
 
     def __init__(self, vocab: Vocabulary, codec: IBQEncoder, *, area: int, caption: str = "after",
@@ -66,14 +66,3 @@ class ImageTokenizer(Step):
         self.stats.records_out += len(batch)
         self.stats.seconds += time.perf_counter() - start
         yield from batch
-
-    def run(self, records: Iterable[Record]) -> Iterator[Record]:
-        batch: list[Record] = []
-        for record in records:
-            self.stats.records_in += 1
-            batch.append(record)
-            if len(batch) >= self.batch_size:
-                yield from self._flush(batch)
-                batch = []
-        if batch:
-            yield from self._flush(batch)

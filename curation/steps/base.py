@@ -131,6 +131,26 @@ class Step:
                 yield result
 
 
+class BatchStep(Step):
+    """A step that handles records `batch_size` at a time: subclasses implement `_flush(batch)`, which
+    yields the kept records and counts its own `records_out`, drops and time."""
+    batch_size = 256
+
+    def _flush(self, batch: list[Record]) -> Iterator[Record]:
+        raise TypeError(f"{type(self).__name__} must implement _flush()")
+
+    def run(self, records: Iterable[Record]) -> Iterator[Record]:
+        batch: list[Record] = []
+        for record in records:
+            self.stats.records_in += 1
+            batch.append(record)
+            if len(batch) >= self.batch_size:
+                yield from self._flush(batch)
+                batch = []
+        if batch:
+            yield from self._flush(batch)
+
+
 class Filter(Step):
     """A step that keeps or drops records without changing them (unless `keep` edits text)."""
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
-from curation.steps.base import Record, Step
+from curation.steps.base import BatchStep, Record
 from curation.vocab import Vocabulary
 
 
-class TextTokenizer(Step):
+class TextTokenizer(BatchStep):
     name = "tokenize"
 
     def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, **kw):
@@ -37,14 +37,3 @@ class TextTokenizer(Step):
         self.stats.records_out += len(out)
         self.stats.seconds += time.perf_counter() - start
         yield from out
-
-    def run(self, records: Iterable[Record]) -> Iterator[Record]:
-        batch: list[Record] = []
-        for record in records:
-            self.stats.records_in += 1
-            batch.append(record)
-            if len(batch) >= self.batch_size:
-                yield from self._flush(batch)
-                batch = []
-        if batch:
-            yield from self._flush(batch)
