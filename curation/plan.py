@@ -105,7 +105,8 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     for p in process:
         src = loaded.source(p.source)
         image = None if src.modality != "image" else {
-            "codec": codec["path"], "area": src.image_settings().area, "caption": src.image_settings().caption}
+            "codec": codec["path"], "area": src.image_settings().area, "caption": src.image_settings().caption,
+            "batch_tokens": src.image_settings().batch_tokens}
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
                           "near": clusters.fingerprint if clusters else None,

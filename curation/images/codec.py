@@ -19,6 +19,7 @@ dtype is refused.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -183,7 +184,7 @@ class IBQEncoder(nn.Module):
 
 def target_size(width: int, height: int, area: int, patch: int = 16) -> tuple[int, int]:
     """Resize target keeping the aspect ratio: about `area` pixels, both sides multiples of `patch`."""
-    scale = (area / (width * height)) ** 0.5
+    scale = math.sqrt(area / (width * height))  # as `curation.images.plan.resized` computes it
     return (max(patch, round(width * scale / patch) * patch), max(patch, round(height * scale / patch) * patch))
 
 

@@ -63,6 +63,15 @@ class Images(Strict):
     phash_reduce: int = Field(default=32, ge=8)     # pHash input size; smaller for satellite imagery
     area: int = Field(default=256 * 256, ge=256)    # pixels after resizing (tokens ≈ area / 256)
     caption: Literal["before", "after", "none"] = "after"
+    # codes per encoder batch (one image shape per batch); a checkpoint is written after each batch
+    batch_tokens: int = Field(default=16384, ge=1)
+
+    @model_validator(mode="after")
+    def _batch_holds_an_image(self):
+        if self.batch_tokens < 2 * self.area // 256:
+            raise ValueError(f"batch_tokens {self.batch_tokens} cannot hold one image of area {self.area} "
+                             f"(about {self.area // 256} codes; allow at least {2 * self.area // 256})")
+        return self
 
 
 class Constituents(Strict):

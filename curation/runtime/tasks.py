@@ -18,7 +18,7 @@ from curation.compliance.optout import OptOutIndex, RobotsOptOut
 from curation.errors import InputError
 from curation.recipe.schema import Source
 from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
-from curation.shards import IndexedWriter, merge
+from curation.shards import IndexedWriter, ResumableWriter, merge
 from curation.steps.base import QuarantineSink, Record
 from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, resolve_duplicates
 from curation.urls import normalize_url
@@ -160,7 +160,6 @@ def _vocab(path: str) -> Vocabulary:
 def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     out_dir = Path(out)
     source, shard = spec["source"], spec["shard"]
-    vocab = _vocab(spec["vocab"])
     table = pq.read_table(processed_path(out_dir, source, shard))
     sink = QuarantineSink()
     common = {"source": source, "sink": sink}
@@ -178,24 +177,31 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     if spec.get("decont"):
         from curation.runtime.decont_tasks import removed_ids
         steps.append(DropListed("decontaminate", removed_ids(out_dir, source, shard), **common))
-    if spec.get("image"):
-        from curation.images.tokenize import ImageTokenizer, load_codec
-        im = spec["image"]
-        steps.append(ImageTokenizer(vocab, load_codec(im["codec"]), area=im["area"], caption=im["caption"], **common))
-        images = table.column("image").to_pylist()
-    else:
-        steps.append(TextTokenizer(vocab, batch_size=spec["batch_size"], **common))
-        images = [None] * table.num_rows
     records = (Record(id=i, source=source, text=t, meta=json.loads(m), image=img)
                for i, t, m, img in zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
-                                       table.column("meta").to_pylist(), images))
-    stream = records
+                                       table.column("meta").to_pylist(),
+                                       table.column("image").to_pylist() if spec.get("image")
+                                       else [None] * table.num_rows))
     for step in steps:
-        stream = step.run(stream)
-    writer = IndexedWriter(part_prefix(out_dir, source, shard))
+        records = step.run(records)
+    if spec.get("image"):
+        documents, tokens = _write_images(out_dir, spec, fingerprint, list(records), steps, common)
+    else:
+        documents, tokens = _write_text(out_dir, spec, records, steps, common)
+    atomic_write_jsonl(out_dir / "quarantine" / source / f"{shard}.tokenize.jsonl", sink.entries)
+    prefix = part_prefix(out_dir, source, shard).relative_to(out_dir)
+    return write_marker(out_dir, key, fingerprint, {
+        "stats": [s.stats.to_json() for s in steps], "documents": documents, "tokens": tokens,
+        "outputs": [f"{prefix}.bin", f"{prefix}.idx"]})
+
+
+def _write_text(out_dir: Path, spec: dict, records, steps: list, common: dict) -> tuple[int, int]:
+    tokenizer = TextTokenizer(_vocab(spec["vocab"]), batch_size=spec["batch_size"], **common)
+    steps.append(tokenizer)
+    writer = IndexedWriter(part_prefix(out_dir, spec["source"], spec["shard"]))
     documents = tokens = 0
     try:
-        for rec in stream:
+        for rec in tokenizer.run(records):
             writer.add(rec.tokens)
             documents += 1
             tokens += int(rec.tokens.size)
@@ -203,11 +209,25 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         writer.abort()
         raise
     writer.close()
-    atomic_write_jsonl(out_dir / "quarantine" / source / f"{shard}.tokenize.jsonl", sink.entries)
-    prefix = part_prefix(out_dir, source, shard).relative_to(out_dir)
-    return write_marker(out_dir, key, fingerprint, {
-        "stats": [s.stats.to_json() for s in steps], "documents": documents, "tokens": tokens,
-        "outputs": [f"{prefix}.bin", f"{prefix}.idx"]})
+    return documents, tokens
+
+
+def _write_images(out_dir: Path, spec: dict, fingerprint: str, records: list, steps: list,
+                  common: dict) -> tuple[int, int]:
+    """Images are written batch by batch with a checkpoint after each (see `curation.images.tokenize`)."""
+    from curation.images.tokenize import ImageTokenizer, load_codec
+    im = spec["image"]
+    tokenizer = ImageTokenizer(_vocab(spec["vocab"]), load_codec(im["codec"]), area=im["area"],
+                               caption=im["caption"], batch_tokens=im["batch_tokens"], **common)
+    steps.append(tokenizer)
+    writer = ResumableWriter(part_prefix(out_dir, spec["source"], spec["shard"]), fingerprint)
+    try:
+        tokenizer.write(records, writer)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    return len(writer.lengths), sum(writer.lengths)
 
 
 def run_merge(out: str, key: str, fingerprint: str, spec: dict) -> dict:

@@ -1,0 +1,355 @@
+"""Audio codec: the encoder of the WavTokenizer family (24 kHz mono waveform → one code per 600 samples).
+
+Architecture (the published model's `EncodecFeatures` encoder, config-driven here): EnCodec's SEANet
+encoder, non-causal, every convolution weight-normed. A 7-tap input conv to `n_filters` channels,
+then per downsampling ratio a residual unit (ELU, k3 conv to half the channels, ELU, 1x1 conv back,
+plus a 1x1 conv shortcut: `true_skip` is off) and ELU + a strided conv (kernel 2·ratio, stride ratio)
+doubling the channels. The ratios are listed as in the published config (`dowmsamples: [6, 5, 5, 4]`)
+and applied reversed (strides 4, 5, 5, 6), as EnCodec does: hop 600, 40 codes per second. Then a
+2-layer unidirectional LSTM with a skip connection, ELU and a 7-tap conv to the codebook dimension.
+Convolutions pad like EnCodec's `SConv1d`: reflect padding, the odd sample on the left. One vector
+quantiser follows (published: 4,096 × 512); a code is the nearest codebook row in Euclidean distance,
+computed as the argmin of ||c||² − 2·x·c (||x||² is the same for every row), never a softmax.
+
+Loading: `WavTokenizerEncoder.from_checkpoint(path)` takes the published Lightning `.ckpt` (or the
+folder holding exactly one) and the training `config.yaml` next to it (the Lightning-CLI file: its
+`model.init_args.feature_extractor.init_args` gives `dowmsamples`, `vq_bins`, `num_quantizers`; the
+rest of the encoder is fixed in the published code and in `PUBLISHED` here). The checkpoint is read
+with `torch.load(weights_only=True)`, tensors only, never pickled objects. Of its top-level
+`state_dict` only `feature_extractor.encodec.encoder.*` and the codebook
+`feature_extractor.encodec.quantizer.vq.layers.0._codebook.embed` are used; the decoder, backbone, head
+and the quantiser's EMA buffers are ignored. Weight norm may be stored as `weight_g`/`weight_v` (the
+`torch.nn.utils.weight_norm` hooks the published model was trained with), as
+`parametrizations.weight.original0/original1` (newer torch), or already folded into `weight`; the
+effective weight g·v/||v|| is computed once at load time. A missing or misshaped tensor is an
+`InputError` naming it. `WavTokenizerEncoder.seeded(config, seed)` builds the same architecture with
+seeded random weights (small configs for the demo and tests): valid, deterministic codes, not
+meaningful ones; nothing is downloaded.
+
+Precision contract: float32 waveforms only (any other dtype is refused); float32 on CPU, on CUDA with
+TF32 matmuls and convolutions enabled explicitly. Input is padded with zeros to a multiple of the hop,
+so a clip of T samples gives ceil(T / 600) codes. The encoder is non-causal, so the last codes of a
+clip depend on what follows it: encoded alone or zero-padded inside a batch, a clip's last (at most
+five) codes may differ; everything before them is the same.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from curation.errors import InputError
+
+PREFIX = "feature_extractor.encodec."                          # where the Lightning module keeps EnCodec
+CODEBOOK_KEY = PREFIX + "quantizer.vq.layers.0._codebook.embed"
+
+# The encoder hyper-parameters the published `EncodecFeatures` hard-codes (only the ratios and the
+# codebook come from its config.yaml).
+PUBLISHED = {
+    "sample_rate": 24000, "n_filters": 32, "dim": 512, "n_residual_layers": 1, "lstm": 2,
+    "kernel_size": 7, "residual_kernel_size": 3, "last_kernel_size": 7, "dilation_base": 2,
+    "compress": 2, "true_skip": False, "causal": False, "pad_mode": "reflect",
+}
+_DEFAULT_RATIOS, _DEFAULT_BINS = [6, 5, 5, 4], 16384            # EncodecFeatures' own defaults
+
+
+def _pad1d(x: torch.Tensor, left: int, right: int, mode: str) -> torch.Tensor:
+    """F.pad that also reflect-pads inputs shorter than the padding (zeros first, as EnCodec does)."""
+    if mode != "reflect":
+        return F.pad(x, (left, right), mode="constant" if mode in ("zero", "constant") else mode)
+    length, extra = x.shape[-1], 0
+    if length <= max(left, right):
+        extra = max(left, right) - length + 1
+        x = F.pad(x, (0, extra))
+    out = F.pad(x, (left, right), mode="reflect")
+    return out[..., :out.shape[-1] - extra]
+
+
+class SConv1d(nn.Module):
+    """A Conv1d with EnCodec's padding; the layer sits at `.conv.conv` as in `SConv1d → NormConv1d → Conv1d`,
+    so the parameter names are the published ones (with the weight norm folded into `weight`)."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, dilation: int = 1, *,
+                 causal: bool = False, pad_mode: str = "reflect"):
+        super().__init__()
+        self.conv = nn.Module()
+        self.conv.conv = nn.Conv1d(cin, cout, kernel, stride, dilation=dilation)
+        self.causal, self.pad_mode = causal, pad_mode
+        self.kernel, self.stride, self.dilation = kernel, stride, dilation
+
+    def forward(self, x):
+        k, s = (self.kernel - 1) * self.dilation + 1, self.stride
+        total = k - s
+        frames = (x.shape[-1] - k + total) / s + 1
+        extra = (math.ceil(frames) - 1) * s + (k - total) - x.shape[-1]   # so that the last window is full
+        if self.causal:
+            x = _pad1d(x, total, extra, self.pad_mode)
+        else:
+            right = total // 2
+            x = _pad1d(x, total - right, right + extra, self.pad_mode)
+        return self.conv.conv(x)
+
+
+class ResidualUnit(nn.Module):
+    """SEANetResnetBlock: `block` = ELU, k-tap conv to dim/compress, ELU, 1x1 conv back; plus `shortcut`."""
+
+    def __init__(self, dim: int, kernel: int, dilation: int, compress: int, true_skip: bool, **pad):
+        super().__init__()
+        hidden = dim // compress
+        self.block = nn.Sequential(nn.ELU(), SConv1d(dim, hidden, kernel, dilation=dilation, **pad),
+                                   nn.ELU(), SConv1d(hidden, dim, 1, **pad))
+        self.shortcut = nn.Identity() if true_skip else SConv1d(dim, dim, 1, **pad)
+
+    def forward(self, x):
+        return self.shortcut(x) + self.block(x)
+
+
+class SkipLSTM(nn.Module):
+    """EnCodec's SLSTM: a unidirectional LSTM over time (at `.lstm`) plus its input."""
+
+    def __init__(self, dim: int, layers: int):
+        super().__init__()
+        self.lstm = nn.LSTM(dim, dim, layers)
+
+    def forward(self, x):                       # (B, C, T)
+        seq = x.permute(2, 0, 1)                # (T, B, C)
+        y, _ = self.lstm(seq)
+        return (y + seq).permute(1, 2, 0)
+
+
+class SEANetEncoder(nn.Module):
+    """EnCodec's SEANet encoder; its layers at `model.<i>` in the published order (ELUs included)."""
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        pad = {"causal": cfg["causal"], "pad_mode": cfg["pad_mode"]}
+        nf, mult = cfg["n_filters"], 1
+        layers: list[nn.Module] = [SConv1d(1, nf, cfg["kernel_size"], **pad)]
+        for ratio in reversed(cfg["ratios"]):
+            for j in range(cfg["n_residual_layers"]):
+                layers.append(ResidualUnit(mult * nf, cfg["residual_kernel_size"], cfg["dilation_base"] ** j,
+                                           cfg["compress"], cfg["true_skip"], **pad))
+            layers += [nn.ELU(), SConv1d(mult * nf, 2 * mult * nf, 2 * ratio, ratio, **pad)]
+            mult *= 2
+        if cfg["lstm"]:
+            layers.append(SkipLSTM(mult * nf, cfg["lstm"]))
+        layers += [nn.ELU(), SConv1d(mult * nf, cfg["dim"], cfg["last_kernel_size"], **pad)]
+        self.model = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def _full_config(cfg: dict) -> dict:
+    out = {**PUBLISHED, "ratios": list(_DEFAULT_RATIOS)}
+    out.update({k: v for k, v in cfg.items() if k != "seed"})
+    out["ratios"] = [int(r) for r in out["ratios"]]
+    out["n_codes"] = int(out["n_codes"])
+    out["hop"] = math.prod(out["ratios"])
+    out["codes_per_second"] = out["sample_rate"] / out["hop"]
+    return out
+
+
+class WavTokenizerEncoder(nn.Module):
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.config = _full_config(cfg)
+        self.hop, self.sample_rate = self.config["hop"], self.config["sample_rate"]
+        self.encoder = SEANetEncoder(self.config)
+        self.register_buffer("codebook", torch.zeros(self.config["n_codes"], self.config["dim"]))
+        self.eval()
+
+    @classmethod
+    def seeded(cls, config: dict, seed: int = 0) -> "WavTokenizerEncoder":
+        """Random weights from `seed` (PyTorch's default initialisation), drawn without touching the
+        caller's random state. The codebook is set the way the published training initialises it
+        (k-means init from data): rows are encoder outputs for a seeded synthetic clip (tones and noise
+        at varying loudness) plus a little jitter, so codes spread over the codebook instead of piling
+        onto the few rows nearest the features (random Gaussian rows do that)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = cls(config)
+        gen = torch.Generator().manual_seed(seed)
+        clip = _synthetic_clip(1000, model.hop, model.sample_rate, gen)
+        with torch.inference_mode():
+            z = model.encoder(clip[None, None])[0].T                      # (1000 frames, dim)
+        rows = torch.randint(0, z.shape[0], (model.config["n_codes"],), generator=gen)
+        jitter = torch.randn(model.config["n_codes"], z.shape[1], generator=gen)
+        model.codebook.copy_(z[rows] + 0.1 * z.std(0) * jitter)
+        return model
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> "WavTokenizerEncoder":
+        """The published Lightning checkpoint: a `.ckpt` with `config.yaml` beside it, or their folder."""
+        import yaml
+        path = Path(path)
+        if path.is_dir():
+            ckpts = sorted(path.glob("*.ckpt"))
+            if len(ckpts) != 1:
+                raise InputError(f"audio tokenizer {path}: expected exactly one .ckpt file there, found "
+                                 f"{[p.name for p in ckpts] or 'none'}; put the published WavTokenizer "
+                                 f"checkpoint there (nothing is downloaded at run time)")
+            ckpt_path = ckpts[0]
+        else:
+            ckpt_path = path
+        cfg_path = ckpt_path.parent / "config.yaml"
+        for p in (ckpt_path, cfg_path):
+            if not p.is_file():
+                raise InputError(f"audio tokenizer {path}: {p} is missing; put the published WavTokenizer "
+                                 f".ckpt and its training config (saved as config.yaml) side by side "
+                                 f"(nothing is downloaded at run time)")
+        try:
+            raw = yaml.safe_load(cfg_path.read_text())
+        except yaml.YAMLError as e:
+            raise InputError(f"{cfg_path}: not valid YAML ({e})") from None
+        model = cls(_checkpoint_config(raw, cfg_path))
+        state = _load_state(ckpt_path)
+        model.load_state_dict(_effective_state(model, state, ckpt_path, cfg_path))
+        return model
+
+    @torch.inference_mode()
+    def encode(self, wave: torch.Tensor) -> torch.Tensor:
+        """(B, T) float32 waveforms at 24 kHz, mono, in [-1, 1] → (B, ceil(T / hop)) int64 codes.
+        Zero-pads T to a multiple of the hop; rows of a batch are zero-padded clips of any length
+        (their last few codes may then differ from the clip encoded alone; see the module docstring)."""
+        if wave.dtype != torch.float32:
+            raise ValueError(f"the waveform must be float32 (the precision contract), got {wave.dtype}; "
+                             f"half precision changes codes")
+        if wave.dim() != 2:
+            raise ValueError(f"the waveform must be (batch, samples), got shape {tuple(wave.shape)}")
+        if wave.shape[-1] == 0:
+            raise ValueError("the waveform is empty (0 samples)")
+        if wave.is_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        rest = -wave.shape[-1] % self.hop
+        if rest:
+            wave = F.pad(wave, (0, rest))
+        z = self.encoder(wave[:, None])                              # (B, D, frames)
+        b, d, n = z.shape
+        flat = z.transpose(1, 2).reshape(-1, d)
+        book = self.codebook
+        book_sq = book.pow(2).sum(1)                                 # ||c||²
+        codes = torch.empty(flat.shape[0], dtype=torch.int64, device=z.device)
+        for s in range(0, flat.shape[0], 1024):  # rows at a time: never a (frames × codes) tensor at once
+            dist = torch.addmm(book_sq, flat[s:s + 1024], book.T, beta=1, alpha=-2)  # ||c||² − 2·x·c
+            codes[s:s + 1024] = dist.argmin(-1)
+        return codes.view(b, n)
+
+
+def _synthetic_clip(frames: int, hop: int, sample_rate: int, gen: torch.Generator) -> torch.Tensor:
+    """`frames` × `hop` samples: quarter-second-ish segments, each a mix of three random tones and white
+    noise at a random level between 0 and −60 dB (material for the seeded codebook only)."""
+    seg = hop * 10
+    t = torch.arange(seg) / sample_rate
+    parts = []
+    for _ in range(math.ceil(frames / 10)):
+        gain = 10 ** (-3 * torch.rand(1, generator=gen))
+        freq = 60 * 2 ** (8 * torch.rand(3, 1, generator=gen))
+        tones = (torch.sin(2 * math.pi * freq * t) * torch.rand(3, 1, generator=gen)).sum(0) / 3
+        mix = torch.rand(1, generator=gen)
+        parts.append(gain * (mix * tones + (1 - mix) * torch.randn(seg, generator=gen)))
+    return torch.cat(parts)[:frames * hop]
+
+
+def _checkpoint_config(raw, cfg_path: Path) -> dict:
+    """The encoder config from the published Lightning-CLI config.yaml (or a flat one like the seeded yaml)."""
+    if isinstance(raw, dict) and "n_codes" in raw:
+        return raw
+    try:
+        fe = raw["model"]["init_args"]["feature_extractor"]
+        args = fe.get("init_args", {}) or {}
+    except (KeyError, TypeError):
+        raise InputError(f"{cfg_path}: no model.init_args.feature_extractor; this must be the WavTokenizer "
+                         f"training config that came with the checkpoint") from None
+    if not str(fe.get("class_path", "EncodecFeatures")).endswith("EncodecFeatures"):
+        raise InputError(f"{cfg_path}: feature extractor {fe.get('class_path')} is not EncodecFeatures; "
+                         f"only the WavTokenizer EnCodec encoder is supported")
+    if int(args.get("num_quantizers", 1)) != 1:
+        raise InputError(f"{cfg_path}: num_quantizers is {args['num_quantizers']}; this codec reads "
+                         f"single-quantiser checkpoints (one code per frame) only")
+    if args.get("encodec_model", "encodec_24khz") != "encodec_24khz":
+        raise InputError(f"{cfg_path}: encodec_model {args['encodec_model']!r} is not encodec_24khz")
+    return {**PUBLISHED, "ratios": list(args.get("dowmsamples", _DEFAULT_RATIOS)),
+            "n_codes": int(args.get("vq_bins", _DEFAULT_BINS))}
+
+
+def _load_state(ckpt_path: Path) -> dict:
+    try:
+        try:
+            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap" not in str(e):
+                raise
+            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)  # a legacy (non-zip) file
+    except Exception as e:  # an object that is not a plain tensor dict is refused, never unpickled
+        raise InputError(f"{ckpt_path}: not a weights-only checkpoint ({type(e).__name__}: {e}); "
+                         f"convert it to a plain state dict") from None
+    state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else None
+    if not isinstance(state, dict):
+        raise InputError(f"{ckpt_path}: no `state_dict` of tensors in it; expected a Lightning checkpoint")
+    return state
+
+
+def _fold_weight_norm(v: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """g · v / ||v||, the norm over every dimension but the first (weight_norm's default dim=0)."""
+    return v * (g / v.flatten(1).norm(dim=1).view(-1, *([1] * (v.dim() - 1))))
+
+
+def _effective_state(model: WavTokenizerEncoder, state: dict, ckpt_path: Path, cfg_path: Path) -> dict:
+    """The model's state dict taken from the published keys; weight norm folded into `weight`."""
+    wanted = model.state_dict()
+    out, missing, shaped = {}, [], []
+    for key, like in wanted.items():
+        if key == "codebook":
+            names, tensor = [CODEBOOK_KEY], state.get(CODEBOOK_KEY)
+        else:
+            src = PREFIX + key
+            base = src[:-len(".weight")] if src.endswith(".weight") else None
+            tensor, names = state.get(src), [src]
+            if tensor is None and base is not None and base.endswith(".conv.conv"):
+                for g_key, v_key in ((base + ".weight_g", base + ".weight_v"),
+                                     (base + ".parametrizations.weight.original0",
+                                      base + ".parametrizations.weight.original1")):
+                    g, v = state.get(g_key), state.get(v_key)
+                    if g is not None and v is not None:
+                        if v.shape != like.shape or g.numel() != like.shape[0]:
+                            shaped.append(f"{v_key} {tuple(v.shape)}/{g_key} {tuple(g.shape)} "
+                                          f"(expected {tuple(like.shape)})")
+                            tensor = like
+                        else:
+                            tensor = _fold_weight_norm(v.float(), g.float().reshape(-1, *([1] * (v.dim() - 1))))
+                        break
+                names = [base + ".weight_g/.weight_v"]
+        if tensor is None:
+            missing += names
+        elif tensor.shape != like.shape:
+            shaped.append(f"{names[0]} {tuple(tensor.shape)} (expected {tuple(like.shape)})")
+        else:
+            out[key] = tensor.to(torch.float32)
+    if missing or shaped:
+        more = f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
+        raise InputError(f"{ckpt_path}: does not fit {cfg_path.name}: missing {missing[:5]}{more}, "
+                         f"misshaped {shaped[:5]}; use the checkpoint and the config published together")
+    return out
+
+
+@lru_cache(maxsize=2)
+def load_audio_codec(path: str) -> WavTokenizerEncoder:
+    """A seeded configuration (`*.yaml` with `seed`) or a published checkpoint (folder or `.ckpt`)."""
+    p = Path(path)
+    if p.is_dir() or p.suffix == ".ckpt":
+        return WavTokenizerEncoder.from_checkpoint(p)
+    if not p.is_file():
+        raise InputError(f"audio tokenizer {p}: no such file or folder; give a seeded codec yaml or the "
+                         f"folder with the published checkpoint and config.yaml")
+    import yaml
+    cfg = yaml.safe_load(p.read_text())
+    if not isinstance(cfg, dict) or "seed" not in cfg:
+        raise InputError(f"audio tokenizer {p}: a codec yaml needs `seed` (a seeded demo configuration); "
+                         f"for the published model give the folder with its .ckpt and config.yaml")
+    return WavTokenizerEncoder.seeded(cfg, seed=int(cfg["seed"]))
