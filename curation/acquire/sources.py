@@ -9,8 +9,11 @@
 - `urls`: a URL list (`.txt` one URL per line, or `.jsonl` objects with `url_field` and metadata)
   downloaded by `Fetcher` behind the recipe's network guard into `fetched/` (resumable). A text
   source also gets `documents.jsonl` (id, url, text, metadata; HTML reduced to its main text with
-  trafilatura). Every URL ends as `ok`, `refused:<reason>` or `failed:<reason>`; the counts, and the
+  trafilatura); an image source gets WebDataset tars `images-NNNNN.tar` (`curation.acquire.pack`),
+  one sample per downloaded body with the entry's fields. Every URL ends as `ok`, `refused:<reason>` or `failed:<reason>`; the counts, and the
   sha256 over the sorted (url, body sha256) list, are recorded.
+- `image_folder`: the images under a local folder, with sidecar captions, packed into WebDataset
+  tars `images-NNNNN.tar` the same way.
 
 `<out>/raw/<source>/acquired.json` holds that record (the ledger's `acquisition` rows and the
 `sources.fetched_sha256` column are read from it). An archive acquisition whose spec and archive
@@ -88,6 +91,8 @@ def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str
             done[src.name] = _urls(loaded, src, folder, spec, guard)
         elif src.acquire.kind == "archive":
             done[src.name] = _archive(loaded, src, folder, spec)
+        elif src.acquire.kind == "image_folder":
+            done[src.name] = _image_folder(loaded, src, folder, spec)
         else:
             done[src.name] = _fsspec(loaded, src, folder, spec)
     return done
@@ -110,6 +115,19 @@ def _archive(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
                            "bytes": result.bytes, "outcomes": {"ok": len(result.files),
                                                                **{f"skipped:{k}": v for k, v in
                                                                   result.skipped.items()}}})
+
+
+def _image_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
+    from curation.acquire.pack import folder_samples, write_tars
+    samples = folder_samples(loaded.resolve(src.acquire.path))
+    sha = _listing_sha([(k, hashlib.sha256(data).hexdigest()) for k, data, _, _ in samples])
+    key = fingerprint({"spec": spec, "sha256": sha})
+    previous = read_acquired(folder.parent, src.name)
+    if not (previous and previous.get("key") == key and any(folder.glob("images-*.tar"))):
+        write_tars(samples, folder)
+    return _write(folder, {"key": key, "source": src.name, "kind": "image_folder", "origin": src.acquire.path,
+                           "origin_sha256": sha, "fetched_sha256": sha, "files": len(samples),
+                           "bytes": sum(len(s[1]) for s in samples), "outcomes": {"ok": len(samples)}})
 
 
 def snapshot_revision(src) -> str | None:
@@ -205,6 +223,16 @@ def _urls(loaded: LoadedRecipe, src, folder: Path, spec: dict, guard) -> dict:
     for r in results:
         key = r.status if r.status == "ok" else f"{r.status}:{r.reason}"
         outcomes[key] = outcomes.get(key, 0) + 1
+    if src.modality == "image":
+        from curation.acquire.pack import safe_key, write_tars
+        samples = []
+        for entry, r in zip(entries, results):
+            if r.status == "ok":
+                fields = {k: v for k, v in entry.items() if k != src.acquire.url_field}
+                fields.update({"url": r.url, "final_url": r.final_url, "sha256": r.sha256})
+                samples.append((safe_key(r.sha256[:16] + "_" + hashlib.sha256(r.url.encode()).hexdigest()[:8]),
+                                (folder / "fetched" / r.file).read_bytes(), fields, None))
+        write_tars(samples, folder)
     if src.modality == "text":
         tmp = folder / ".documents.jsonl.tmp"
         with tmp.open("w", encoding="utf-8") as f:

@@ -86,8 +86,10 @@ class Acquire(Strict):
     `archive`: a tar/zip file, extracted safely. `fsspec`: files matching an fsspec URL glob
     (`file://`, `memory://`, `s3://...` with its package installed), copied. `urls`: a URL list
     (`.txt`, one per line, or `.jsonl` with `url_field` and metadata), downloaded behind the network
-    guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura)."""
-    kind: Literal["archive", "fsspec", "urls"]
+    guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura), image sources
+    WebDataset tars `images-NNNNN.tar`. `image_folder`: a local folder of images (sidecar `.txt`
+    captions, `.json` fields) packed into those tars."""
+    kind: Literal["archive", "fsspec", "urls", "image_folder"]
     path: str
     url_field: str = "url"
     timeout_s: float = Field(default=10.0, gt=0)
@@ -134,6 +136,10 @@ class Source(Strict):
                                              (self.input.format == "parquet" and self.input.image_field)):
             raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
                              "with image bytes (`input.format: parquet` and `image_field`)")
+        if self.acquire is not None and self.acquire.kind == "image_folder" and (
+                self.modality != "image" or self.input.format != "webdataset"):
+            raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
+                             "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
         return self
