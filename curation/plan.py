@@ -60,14 +60,13 @@ class Plan:
     def step_names(self, source: str) -> list[str]:
         src = self.recipe.source(source)
         optout = self.recipe.recipe.optout and src.optout == "page_url"
-        image = src.modality == "image"
+        image, audio = src.modality == "image", src.modality == "audio"
+        check = ["image_check"] if image else ["audio_check"] if audio else ["normalize", *[f.type for f in src.filters]]
         names = ["read", *(["constituents"] if src.constituents else []), "licence",
-                 *(["robots_optout"] if optout else []),
-                 *(["image_check"] if image else ["normalize", *[f.type for f in src.filters]]),
-                 *(["pii"] if src.pii else [])]
-        if self.recipe.recipe.dedup.exact is not None or image:
+                 *(["robots_optout"] if optout else []), *check, *(["pii"] if src.pii else [])]
+        if self.recipe.recipe.dedup.exact is not None or image or audio:
             names.append("exact_dedup")
-        if self.recipe.recipe.dedup.minhash is not None and not image:
+        if self.recipe.recipe.dedup.minhash is not None and src.modality == "text":
             names.append("near_dedup")
         if self.recipe.recipe.decontamination is not None:
             names.append("decontaminate")
@@ -87,19 +86,27 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         for f in loaded.inputs[src.name]:
             spec = {"source": cfg, "path": str(f.path), "rel": f.rel, "shard": f.shard_id,
                     "base_dir": str(loaded.base_dir), "compliance": compliance}
+            audio = None
+            if src.modality == "audio":  # the clips the manifest names are inputs too; transcripts are tokenized
+                spec["vocab"] = str(vocab.path)
+                audio = {"files": _manifest_files_sha(f.path, src), "vocab": vocab.sha256}
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "source": cfg, "input": f.sha256,
-                              "compliance": portable})
+                              "compliance": portable, **({"audio": audio} if audio else {})})
             process.append(Node("process", src.name, f.shard_id, fp, spec=spec))
     dedup_cfg = r.dedup.exact.model_dump(mode="json") if r.dedup.exact else None
     images = {"sources": {s.name: s.image_settings().domain for s in r.sources if s.modality == "image"},
               "radii": r.image_dedup}
+    audio_dedup = {s.name: s.audio_settings().near_dup_ber for s in r.sources if s.modality == "audio"}
     dedup = Node("dedup", None, None,
                  fingerprint({"v": CODE_EPOCH, "phase": "dedup", "cfg": dedup_cfg, "images": images,
+                              **({"audio": audio_dedup} if audio_dedup else {}),
                               "deps": [n.fingerprint for n in process]}),
-                 deps=[n.key for n in process], spec={"cfg": dedup_cfg, "images": images})
-    text_process = [p for p in process if loaded.source(p.source).modality != "image"]
+                 deps=[n.key for n in process], spec={"cfg": dedup_cfg, "images": images, "audio": audio_dedup})
+    text_process = [p for p in process if loaded.source(p.source).modality == "text"]
     signatures, bands, clusters = _near_dup_nodes(loaded, text_process)
     codec = _codec(loaded) if images["sources"] else None
+    audio_codec = _codec(loaded, "audio_tokenizer", "audio", "../tokenizers/curate-demo-wavtokenizer.yaml") \
+        if audio_dedup else None
     decont_index, decont, decont_resolve = _decont_nodes(loaded, process)
     tokenizer_sha = _file_sha(vocab)
     for p in process:
@@ -107,18 +114,22 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         image = None if src.modality != "image" else {
             "codec": codec["path"], "area": src.image_settings().area, "caption": src.image_settings().caption,
             "batch_tokens": src.image_settings().batch_tokens}
+        audio = None if src.modality != "audio" else {
+            "codec": audio_codec["path"], "max_batch_seconds": src.audio_settings().max_batch_seconds,
+            "interleave": src.audio_settings().interleave}
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "dedup": dedup.fingerprint, "vocab": vocab.sha256,
                           "near": clusters.fingerprint if clusters else None,
                           "decont": decont_resolve.fingerprint if decont_resolve else None,
                           "tokenizer": tokenizer_sha,
-                          "image": image and {**image, "codec": codec["sha256"]}})
+                          "image": image and {**image, "codec": codec["sha256"]},
+                          **({"audio": {**audio, "codec": audio_codec["sha256"]}} if audio else {})})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, dedup.key],
                              spec={"source": p.source, "shard": p.shard,
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
-                                   "dedup": dedup_cfg is not None or bool(images["sources"]),
-                                   "near_dedup": clusters is not None and image is None,
-                                   "decont": decont_resolve is not None, "image": image}))
+                                   "dedup": dedup_cfg is not None or bool(images["sources"]) or bool(audio_dedup),
+                                   "near_dedup": clusters is not None and src.modality == "text",
+                                   "decont": decont_resolve is not None, "image": image, "audio": audio}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
@@ -177,17 +188,34 @@ def _decont_nodes(loaded: LoadedRecipe, process: list[Node]) -> tuple[Node | Non
     return index, match, resolve
 
 
-def _codec(loaded: LoadedRecipe) -> dict:
-    """The image codec named by `image_tokenizer`, with a content hash for fingerprints."""
+def _manifest_files_sha(manifest: Path, src) -> str:
+    """Content hash of the audio files an audio manifest names (missing ones are quarantined later)."""
+    import json
+
+    from curation.recipe import sha256_file
+    names = set()
+    for line in Path(manifest).read_bytes().splitlines():
+        try:
+            obj = json.loads(line)
+            names.add(str(obj[src.audio_settings().audio_field]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    base = Path(manifest).parent
+    return fingerprint([(n, sha256_file(base / n) if (base / n).is_file() else None) for n in sorted(names)])
+
+
+def _codec(loaded: LoadedRecipe, field: str = "image_tokenizer", kind: str = "image",
+           example: str = "../tokenizers/curate-demo-ibq.yaml") -> dict:
+    """The codec named by `image_tokenizer` / `audio_tokenizer`, with a content hash for fingerprints."""
     from curation.errors import RecipeError
     from curation.recipe import sha256_file
-    if loaded.recipe.image_tokenizer is None:
-        raise RecipeError(f"{loaded.path}: the recipe has image sources but no `image_tokenizer`; name a "
-                          f"codec configuration (e.g. ../tokenizers/curate-demo-ibq.yaml) or checkpoint folder")
-    path = loaded.resolve(loaded.recipe.image_tokenizer)
+    if getattr(loaded.recipe, field) is None:
+        raise RecipeError(f"{loaded.path}: the recipe has {kind} sources but no `{field}`; name a "
+                          f"codec configuration (e.g. {example}) or checkpoint folder")
+    path = loaded.resolve(getattr(loaded.recipe, field))
     files = sorted(path.glob("*")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
-        raise RecipeError(f"{loaded.path}: image_tokenizer {path} does not exist")
+        raise RecipeError(f"{loaded.path}: {field} {path} does not exist")
     return {"path": str(path), "sha256": fingerprint([sha256_file(f) for f in files])}
 
 

@@ -23,14 +23,17 @@ and the quantiser's EMA buffers are ignored. Weight norm may be stored as `weigh
 `parametrizations.weight.original0/original1` (newer torch), or already folded into `weight`; the
 effective weight g·v/||v|| is computed once at load time. A missing or misshaped tensor is an
 `InputError` naming it. `WavTokenizerEncoder.seeded(config, seed)` builds the same architecture with
-seeded random weights (small configs for the demo and tests): valid, deterministic codes, not
+seeded random weights (small configs for the demo and tests), its last conv and codebook fitted to a
+seeded synthetic clip so that codes spread over the codebook: valid, deterministic codes, not
 meaningful ones; nothing is downloaded.
 
 Precision contract: float32 waveforms only (any other dtype is refused); float32 on CPU, on CUDA with
 TF32 matmuls and convolutions enabled explicitly. Input is padded with zeros to a multiple of the hop,
-so a clip of T samples gives ceil(T / 600) codes. The encoder is non-causal, so the last codes of a
-clip depend on what follows it: encoded alone or zero-padded inside a batch, a clip's last (at most
-five) codes may differ; everything before them is the same.
+so a clip of T samples gives ceil(T / 600) codes (the published code instead reflect-pads inside each
+strided conv, so for T not a multiple of 600 its last code may differ from ours). The encoder is
+non-causal (the last conv alone sees three frames ahead), so the last codes of a clip depend on what
+follows it: encoded alone or zero-padded inside a batch, a clip's last five codes may differ (up to
+four did in tests); the codes before them are the same.
 """
 from __future__ import annotations
 
@@ -166,10 +169,12 @@ class WavTokenizerEncoder(nn.Module):
     @classmethod
     def seeded(cls, config: dict, seed: int = 0) -> "WavTokenizerEncoder":
         """Random weights from `seed` (PyTorch's default initialisation), drawn without touching the
-        caller's random state. The codebook is set the way the published training initialises it
-        (k-means init from data): rows are encoder outputs for a seeded synthetic clip (tones and noise
-        at varying loudness) plus a little jitter, so codes spread over the codebook instead of piling
-        onto the few rows nearest the features (random Gaussian rows do that)."""
+        caller's random state, then two data-dependent steps on a seeded synthetic clip (tones and noise
+        at varying levels), as weight-norm and k-means initialisation do: the last conv is rescaled so
+        that each output channel has mean 0 and variance 1 over the clip, and the codebook rows are the
+        clip's frames plus a little jitter (the published training initialises its codebook by k-means
+        on data). Without them a random encoder's output is a large common offset with tiny variation,
+        and every code would be a near-tie decided by float rounding."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = cls(config)
@@ -177,9 +182,15 @@ class WavTokenizerEncoder(nn.Module):
         clip = _synthetic_clip(1000, model.hop, model.sample_rate, gen)
         with torch.inference_mode():
             z = model.encoder(clip[None, None])[0].T                      # (1000 frames, dim)
+        mean, std = z.mean(0), z.std(0).clamp_min(1e-6)
+        last = model.encoder.model[-1].conv.conv
+        with torch.no_grad():
+            last.weight.div_(std[:, None, None])
+            last.bias.sub_(mean).div_(std)
+        z = (z - mean) / std
         rows = torch.randint(0, z.shape[0], (model.config["n_codes"],), generator=gen)
         jitter = torch.randn(model.config["n_codes"], z.shape[1], generator=gen)
-        model.codebook.copy_(z[rows] + 0.1 * z.std(0) * jitter)
+        model.codebook.copy_(z[rows] + 0.1 * jitter)
         return model
 
     @classmethod
@@ -302,35 +313,39 @@ def _fold_weight_norm(v: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def _effective_state(model: WavTokenizerEncoder, state: dict, ckpt_path: Path, cfg_path: Path) -> dict:
     """The model's state dict taken from the published keys; weight norm folded into `weight`."""
-    wanted = model.state_dict()
+    def tensor(key):
+        value = state.get(key)
+        return value if isinstance(value, torch.Tensor) else None
+
     out, missing, shaped = {}, [], []
-    for key, like in wanted.items():
+    for key, like in model.state_dict().items():
         if key == "codebook":
-            names, tensor = [CODEBOOK_KEY], state.get(CODEBOOK_KEY)
+            name, value = CODEBOOK_KEY, tensor(CODEBOOK_KEY)
         else:
-            src = PREFIX + key
-            base = src[:-len(".weight")] if src.endswith(".weight") else None
-            tensor, names = state.get(src), [src]
-            if tensor is None and base is not None and base.endswith(".conv.conv"):
-                for g_key, v_key in ((base + ".weight_g", base + ".weight_v"),
-                                     (base + ".parametrizations.weight.original0",
-                                      base + ".parametrizations.weight.original1")):
-                    g, v = state.get(g_key), state.get(v_key)
-                    if g is not None and v is not None:
-                        if v.shape != like.shape or g.numel() != like.shape[0]:
-                            shaped.append(f"{v_key} {tuple(v.shape)}/{g_key} {tuple(g.shape)} "
-                                          f"(expected {tuple(like.shape)})")
-                            tensor = like
-                        else:
-                            tensor = _fold_weight_norm(v.float(), g.float().reshape(-1, *([1] * (v.dim() - 1))))
-                        break
-                names = [base + ".weight_g/.weight_v"]
-        if tensor is None:
-            missing += names
-        elif tensor.shape != like.shape:
-            shaped.append(f"{names[0]} {tuple(tensor.shape)} (expected {tuple(like.shape)})")
+            name, value = PREFIX + key, tensor(PREFIX + key)
+            if value is None and key.endswith("conv.conv.weight"):   # weight-normed: g and v
+                base = name[:-len(".weight")]
+                name = f"{base}.weight_g/.weight_v"
+                for g_key, v_key in ((f"{base}.weight_g", f"{base}.weight_v"),
+                                     (f"{base}.parametrizations.weight.original0",
+                                      f"{base}.parametrizations.weight.original1")):
+                    g, v = tensor(g_key), tensor(v_key)
+                    if g is None or v is None:
+                        continue
+                    if v.shape != like.shape or g.numel() != like.shape[0]:
+                        shaped.append(f"{v_key} {tuple(v.shape)} / {g_key} {tuple(g.shape)} "
+                                      f"(expected {tuple(like.shape)})")
+                        name = None
+                    else:
+                        value = _fold_weight_norm(v.float(), g.float().reshape(-1, *([1] * (v.dim() - 1))))
+                    break
+        if value is None:
+            if name is not None:
+                missing.append(name)
+        elif value.shape != like.shape:
+            shaped.append(f"{name} {tuple(value.shape)} (expected {tuple(like.shape)})")
         else:
-            out[key] = tensor.to(torch.float32)
+            out[key] = value.to(torch.float32)
     if missing or shaped:
         more = f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
         raise InputError(f"{ckpt_path}: does not fit {cfg_path.name}: missing {missing[:5]}{more}, "

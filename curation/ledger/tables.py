@@ -112,6 +112,22 @@ def check_conservation(source: str, shard: str, chain: list[StepStats]) -> None:
         prev = st
 
 
+def audio_row(run: str, src, per_shard: list[dict], counts: dict) -> dict:
+    """One source's audio accounting: clips, hours, codes and paired text, sequences by kind and pool."""
+    total: dict[str, float] = {}
+    for c in per_shard:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    g = lambda k: int(total.get(k, 0))  # noqa: E731
+    return {"run": run, "source": src.name, "category": src.category, "clips": g("clips"),
+            "hours": round(total.get("seconds", 0) / 3600, 6), "audio_codes": g("codes"),
+            "audio_tokens": counts["audio"], "paired_text_tokens": counts["text"],
+            "interleaved": g("interleaved"), "transcription": g("transcription"), "audio_only": g("audio_only"),
+            "stage2_pool": g("stage2"), "long_context_pool": g("long_context"), "batches": g("batches"),
+            "padding_pct": round(100 * (1 - total.get("seconds", 0) / total["padded_seconds"]), 3)
+            if total.get("padded_seconds") else 0.0}
+
+
 def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
     from curation.runtime.tasks import source_prefix
 
@@ -152,9 +168,11 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
             chain = step_chain(plan, markers, src.name, f.shard_id)
             check_conservation(src.name, f.shard_id, chain)
             tok = markers[f"tokenize/{src.name}/{f.shard_id}"]
-            if chain[-1].records_out != tok["documents"]:
+            # audio clips become interleaved/transcription/audio-only sequences: count clips there
+            written = tok["audio"]["clips"] if "audio" in tok else tok["documents"]
+            if chain[-1].records_out != written:
                 raise ConservationError(f"source {src.name!r} shard {f.shard_id}: tokenize emitted "
-                                        f"{chain[-1].records_out} documents but the shard holds {tok['documents']}")
+                                        f"{chain[-1].records_out} records but the shard holds {written}")
             for st in chain:
                 if st.step not in totals:
                     totals[st.step] = StepStats(st.step)
@@ -193,6 +211,9 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
                                "text_tokens": counts["text"], "image_tokens": counts["image"],
                                "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+        if src.modality == "audio":
+            rows["audio"].append(audio_row(run, src, [markers[f"tokenize/{src.name}/{f.shard_id}"]["audio"]
+                                                      for f in files], counts))
     if plan.decont_index is not None:
         rows["benchmarks"] = [{"run": run, "benchmark": b["name"], "sha256": b["sha256"],
                                "fields": ", ".join(b["fields"]), "items": b.get("items", 0),
@@ -202,6 +223,10 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
     if image_clusters.is_file() and plan.dedup.spec["images"]["sources"]:
         import pyarrow.parquet as pq
         rows["image_clusters"] = [{"run": run, **c} for c in pq.read_table(image_clusters).to_pylist()]
+    audio_clusters = out / "work" / "dedup" / "audio_clusters.parquet"
+    if audio_clusters.is_file() and plan.dedup.spec.get("audio"):
+        import pyarrow.parquet as pq
+        rows["audio_clusters"] = [{"run": run, **c} for c in pq.read_table(audio_clusters).to_pylist()]
     clusters = out / "work" / "minhash" / "clusters.parquet"
     if plan.clusters is not None:
         import pyarrow.parquet as pq

@@ -38,8 +38,9 @@ class Normalize(Strict):
 
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`
-    format: Literal["jsonl", "parquet", "webdataset"] = "jsonl"
+    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
+    # manifest of clips (see `Audio`), for `modality: audio`
+    format: Literal["jsonl", "parquet", "webdataset", "audio"] = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
     text_field: str = "text"          # for image sources: the caption field (optional)
@@ -72,6 +73,32 @@ class Images(Strict):
             raise ValueError(f"batch_tokens {self.batch_tokens} cannot hold one image of area {self.area} "
                              f"(about {self.area // 256} codes; allow at least {2 * self.area // 256})")
         return self
+
+
+class Audio(Strict):
+    """Audio clips: the manifest's fields, the checks of ingest, and how clips are tokenized.
+
+    A manifest line names one clip: `audio_field` (a file relative to the manifest), and optionally
+    the transcript (`input.text_field`), `recording_field` + `order_field` (clips of one recording in
+    order: consecutive transcribed clips are interleaved with their transcripts), `start_field` /
+    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`."""
+    audio_field: str = "audio"
+    recording_field: str = "recording"
+    order_field: str = "order"
+    start_field: str = "start"
+    end_field: str = "end"
+    speaker_field: str = "speaker"
+    language_field: str = "language"
+    min_seconds: float = Field(default=0.5, gt=0)     # shorter clips: quarantined (`too_short`)
+    max_seconds: float = Field(default=120.0, gt=0)   # longer clips: quarantined (`too_long`)
+    silence_dbfs: float = -50.0                       # a clip whose peak is below this is `silent`
+    # transcript length per second of audio outside [min, max] characters: `transcript_mismatch`
+    chars_per_second: tuple[float, float] = (4.0, 30.0)
+    max_batch_seconds: float = Field(default=120.0, gt=0)   # total padded audio per encoder batch
+    interleave: bool = True           # consecutive transcribed clips → interleaved speech-text sequences
+    # near duplicates: spectral-fingerprint bit error rate over 1.5 s or more (stricter for shorter
+    # overlaps, see curation.audio.dedup); null: exact duplicates only
+    near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)
 
 
 class Constituents(Strict):
@@ -119,6 +146,7 @@ class Source(Strict):
     url_field: str = "url"
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
+    audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
     revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0)
     max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
@@ -127,6 +155,9 @@ class Source(Strict):
 
     def image_settings(self) -> Images:
         return self.images or Images()
+
+    def audio_settings(self) -> Audio:
+        return self.audio or Audio()
 
     @model_validator(mode="after")
     def _image_source(self):
@@ -140,6 +171,11 @@ class Source(Strict):
                 self.modality != "image" or self.input.format != "webdataset"):
             raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
                              "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
+        if (self.input.format == "audio") != (self.modality == "audio"):
+            raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
+                             "`input: {format: audio, paths: [manifest.jsonl]}`")
+        if self.modality == "audio" and self.filters:
+            raise ValueError("audio sources take `audio:` settings, not text `filters`")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
         return self
@@ -269,6 +305,8 @@ class Recipe(Strict):
     image_tokenizer: str | None = None
     # pHash near-duplicate radius per image domain (default 0: equal hashes); null disables the domain
     image_dedup: dict[str, int | None] = {"documents": None, "ocr": None, "web_ui": None}
+    # the audio codec: a seeded configuration (tokenizers/curate-demo-wavtokenizer.yaml) or a checkpoint
+    audio_tokenizer: str | None = None
     tokenize_batch_size: int = Field(default=256, ge=1)
     sources: list[Source] = Field(min_length=1)
 

@@ -58,6 +58,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
         *_decont_sections(rows),
         *_cluster_sections(rows),
         *_image_cluster_sections(rows),
+        *_audio_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                  "token share", "weight"], summary)),
@@ -149,6 +150,31 @@ def _image_cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]
              f"{'; the first 50 shown' if len(clusters) > 50 else ''}.",
              _table(["domain", "kept", "size", "members"],
                     [[c["domain"], c["cluster"], c["size"], ", ".join(c["members"])] for c in shown]))]
+
+
+def _audio_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    out = []
+    if rows.get("audio"):
+        out.append(("Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text tokens of "
+                    "transcripts in the shards; sequences by kind (interleaved speech-text, transcription pairs, "
+                    "audio only) and pool (stage 2 up to 8,192 tokens, long context above); padding of the "
+                    "bucketed encoder batches. Ledger table `audio`.",
+                    _table(["source", "category", "clips", "hours", "audio tokens", "paired text tokens",
+                            "interleaved", "transcription", "audio only", "stage-2 pool", "long-context pool",
+                            "batches", "padding %"],
+                           [[a["source"], a["category"], a["clips"], f"{a['hours']:.4f}", a["audio_tokens"],
+                             a["paired_text_tokens"], a["interleaved"], a["transcription"], a["audio_only"],
+                             a["stage2_pool"], a["long_context_pool"], a["batches"], a["padding_pct"]]
+                            for a in rows["audio"]])))
+    if rows.get("audio_clusters"):
+        c = rows["audio_clusters"]
+        out.append(("Audio duplicates", f"{len(c)} groups of clips with equal normalised PCM (exact) or matching "
+                    "spectral fingerprints (near: re-encoded, resampled, trimmed); each keeps its earliest "
+                    "member. Ledger table `audio_clusters`.",
+                    _table(["kind", "kept", "size", "members", "max bit error rate"],
+                           [[x["kind"], x["cluster"], x["size"], ", ".join(x["members"]), f"{x['max_ber']:.3f}"]
+                            for x in c[:50]])))
+    return out
 
 
 def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:

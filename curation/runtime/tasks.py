@@ -34,6 +34,9 @@ PROCESSED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta
                               ("content_hash", pa.binary(16))])
 # image samples: `text` is the caption, `content_hash` hashes the encoded image, `image` holds it
 IMAGE_PROCESSED_SCHEMA = pa.schema([*PROCESSED_SCHEMA, ("image", pa.binary())])
+# audio clips: `text` is the transcript, `content_hash` hashes the 16-bit PCM at 24 kHz, `fingerprint`
+# is the spectral fingerprint (uint32 little-endian) for near-duplicates; the audio is in the Shar shard
+AUDIO_PROCESSED_SCHEMA = pa.schema([*PROCESSED_SCHEMA, ("fingerprint", pa.binary())])
 
 
 def image_hash(data: bytes) -> bytes:
@@ -43,6 +46,10 @@ def image_hash(data: bytes) -> bytes:
 
 def processed_path(out: Path, source: str, shard: str) -> Path:
     return out / "processed" / source / f"{shard}.parquet"
+
+
+def shar_dir(out: Path, source: str, shard: str) -> Path:
+    return out / "processed" / source / f"{shard}.shar"
 
 
 def part_prefix(out: Path, source: str, shard: str) -> Path:
@@ -74,8 +81,13 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     src = Source.model_validate(spec["source"])
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
-    image = src.modality == "image"
-    if image and src.input.format == "parquet":
+    image, audio = src.modality == "image", src.modality == "audio"
+    if audio:
+        from curation.audio.ingest import AudioManifestReader
+        reader = AudioManifestReader(Path(spec["path"]), settings=src.audio_settings(), text_field=src.input.text_field,
+                                     id_field=src.input.id_field, metadata_fields=src.input.metadata_fields,
+                                     shard_label=spec["rel"], **common)
+    elif image and src.input.format == "parquet":
         reader = ParquetImageReader(Path(spec["path"]), image_field=src.input.image_field,
                                     caption_field=src.input.text_field, id_field=src.input.id_field,
                                     metadata_fields=src.input.metadata_fields, shard_label=spec["rel"], **common)
@@ -96,7 +108,10 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         o = comp["optout"]
         steps.append(RobotsOptOut(_optout_index(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
                                   url_field=o["url_field"], **common))
-    if image:
+    if audio:
+        from curation.audio.ingest import AudioCheck
+        steps.append(AudioCheck(settings=src.audio_settings(), base=Path(spec["path"]).parent, **common))
+    elif image:
         steps.append(ImageCheck(min_side=src.image_settings().min_side, domain=src.image_settings().domain,
                                 phash_reduce=src.image_settings().phash_reduce, **common))
     else:
@@ -108,6 +123,8 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     stream = reader.run()
     for step in steps:
         stream = step.run(stream)
+    if audio:
+        return _write_processed_audio(out_dir, key, fingerprint, spec, src, stream, reader, steps, sink)
     cols: dict[str, list] = {"id": [], "text": [], "meta": [], "content_hash": [], **({"image": []} if image else {})}
     for rec in stream:
         cols["id"].append(rec.id)
@@ -122,6 +139,31 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     return write_marker(out_dir, key, fingerprint, {
         "stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
         "outputs": [str(processed_path(out_dir, src.name, spec["shard"]).relative_to(out_dir))]})
+
+
+def _write_processed_audio(out_dir: Path, key: str, fingerprint: str, spec: dict, src: Source, stream,
+                           reader, steps, sink) -> dict:
+    """Audio clips: the Parquet table the other phases read (transcript, metadata, PCM hash, spectral
+    fingerprint) and the Lhotse Shar shard the codec reads (`curation.audio.ingest.write_shar`)."""
+    from curation.audio.dedup import fingerprint as spectral_fingerprint
+    from curation.audio.dedup import pcm_hash
+    from curation.audio.ingest import write_shar
+    records = list(stream)
+    vocab = _vocab(spec["vocab"])
+    text_ids = [e.ids for e in vocab.tokenizer.encode_batch([r.text for r in records], add_special_tokens=False)]
+    write_shar(shar_dir(out_dir, src.name, spec["shard"]), records, text_ids)
+    table = pa.table({"id": [r.id for r in records], "text": [r.text for r in records],
+                      "meta": [json.dumps(r.meta, sort_keys=True, ensure_ascii=False, default=str) for r in records],
+                      "content_hash": [pcm_hash(r.audio)[:16] for r in records],
+                      "fingerprint": [spectral_fingerprint(r.audio).astype("<u4").tobytes() for r in records]},
+                     schema=AUDIO_PROCESSED_SCHEMA)
+    atomic_write_parquet(processed_path(out_dir, src.name, spec["shard"]), table)
+    atomic_write_jsonl(out_dir / "quarantine" / src.name / f"{spec['shard']}.process.jsonl", sink.entries)
+    rel = str(shar_dir(out_dir, src.name, spec["shard"]).relative_to(out_dir))
+    return write_marker(out_dir, key, fingerprint, {
+        "stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
+        "outputs": [str(processed_path(out_dir, src.name, spec["shard"]).relative_to(out_dir)),
+                    f"{rel}/cuts.000000.jsonl.gz"]})
 
 
 def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
@@ -145,6 +187,11 @@ def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tup
         image_rows, clusters = image_duplicates(out_dir, shards, spec["images"], rows)
         rows += image_rows
         atomic_write_parquet(out_dir / "work" / "dedup" / "image_clusters.parquet", clusters)
+    if spec.get("audio"):
+        from curation.audio.clusters import audio_duplicates
+        audio_rows, clusters = audio_duplicates(out_dir, shards, spec["audio"], rows)
+        rows += audio_rows
+        atomic_write_parquet(out_dir / "work" / "dedup" / "audio_clusters.parquet", clusters)
     names = ["source", "shard", "id", "reason", "duplicate_of_source", "duplicate_of_id"]
     table = pa.table({n: pa.array([r[n] for r in rows], pa.string()) for n in names})
     atomic_write_parquet(out_dir / "work" / "dedup" / "exact.parquet", table)
@@ -184,7 +231,9 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
                                        else [None] * table.num_rows))
     for step in steps:
         records = step.run(records)
-    if spec.get("image"):
+    if spec.get("audio"):
+        documents, tokens, extra = _write_audio(out_dir, spec, fingerprint, list(records), steps, common)
+    elif spec.get("image"):
         documents, tokens = _write_images(out_dir, spec, fingerprint, list(records), steps, common)
     else:
         documents, tokens = _write_text(out_dir, spec, records, steps, common)
@@ -192,7 +241,7 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     prefix = part_prefix(out_dir, source, shard).relative_to(out_dir)
     return write_marker(out_dir, key, fingerprint, {
         "stats": [s.stats.to_json() for s in steps], "documents": documents, "tokens": tokens,
-        "outputs": [f"{prefix}.bin", f"{prefix}.idx"]})
+        "outputs": [f"{prefix}.bin", f"{prefix}.idx"], **({"audio": extra} if spec.get("audio") else {})})
 
 
 def _write_text(out_dir: Path, spec: dict, records, steps: list, common: dict) -> tuple[int, int]:
@@ -228,6 +277,27 @@ def _write_images(out_dir: Path, spec: dict, fingerprint: str, records: list, st
         raise
     writer.close()
     return len(writer.lengths), sum(writer.lengths)
+
+
+def _write_audio(out_dir: Path, spec: dict, fingerprint: str, records: list, steps: list,
+                 common: dict) -> tuple[int, int, dict]:
+    """Clips are encoded batch by batch with the codes of each batch kept as a checkpoint (see
+    `curation.audio.tokenize`), then laid out as interleaved, transcription and audio-only sequences."""
+    from curation.audio.codec import load_audio_codec
+    from curation.audio.tokenize import AudioTokenizer
+    au = spec["audio"]
+    tokenizer = AudioTokenizer(_vocab(spec["vocab"]), load_audio_codec(au["codec"]),
+                               max_batch_seconds=au["max_batch_seconds"], interleave=au["interleave"], **common)
+    steps.append(tokenizer)
+    writer = IndexedWriter(part_prefix(out_dir, spec["source"], spec["shard"]))
+    try:
+        tokenizer.write(records, shar_dir(out_dir, spec["source"], spec["shard"]), writer, fingerprint)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    AudioTokenizer.cleanup(writer)
+    return len(writer.lengths), sum(writer.lengths), tokenizer.counts
 
 
 def run_merge(out: str, key: str, fingerprint: str, spec: dict) -> dict:

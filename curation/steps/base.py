@@ -36,6 +36,7 @@ class Record:
     meta: dict[str, Any] = field(default_factory=dict)
     tokens: Any = None  # numpy int32 array once tokenized
     image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
+    audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,357 @@
+"""Audio deduplication: exact PCM hashes and Haitsma-Kalker style spectral fingerprints.
+
+Everything works on the pipeline's canonical waveform: decoded, mixed down to mono (channel mean),
+resampled to 24 kHz with soxr 'HQ', float32 (`load` does exactly this).
+
+Exact duplicates - `pcm_hash`
+    SHA-256 over a version tag and the waveform quantised to int16 (round(x * 32768), clipped,
+    little-endian), with leading and trailing all-zero samples dropped. No gain normalisation: x *
+    32768 is the inverse of how 16-bit PCM decodes, so a 16-bit source hashes its own samples and a
+    file that was only re-wrapped losslessly (WAV -> FLAC) or padded with digital silence hashes the
+    same, while any real change (resampling, gain, lossy codec) changes it. Peak normalisation was
+    rejected: it only helps exact powers-of-two gains (any other gain moves some samples across a
+    rounding boundary) and makes every sample depend on one peak sample. Quantising to int16 also
+    absorbs float noise below 1/65536 full scale. The hash is stable for the same decoded audio
+    given the same decoder and resampler (soundfile/libsndfile, soxr version and quality): record
+    them with the hashes. Measured (tests/benchmarks/bench_audio_dedup.py): the hash matches
+    100% of lossless re-wraps and 0% of every other planted copy kind, hence the near-duplicate layer.
+
+Near duplicates - `fingerprint`, `compare`, `near_duplicates`, `clusters`
+    Fingerprint (Haitsma & Kalker 2002, as in Chromaprint's ancestors): the 24 kHz wave is decimated
+    to 8 kHz, cut into 1024-sample (128 ms) Hann frames every 93 samples (11.6 ms), and each frame's
+    power spectrum summed in 33 log-spaced bands from 300 to 3000 Hz (speech formants, most music
+    energy; below the Nyquist of 8 kHz telephone-rate sources like FSDD, so all copies of a clip see
+    the same band). Bit m of sub-fingerprint n is 1 iff
+        E(n,m) - E(n,m+1) - (E(n-1,m) - E(n-1,m+1)) > 0,
+    i.e. the sign of the time derivative of the spectral slope: invariant to gain (all energies
+    scale together), blind to the sample-rate chain above 3 kHz and robust to codecs, which keep
+    the coarse band shape. One uint32 per 11.6 ms (86 per second). Frames whose band energy is more
+    than 40 dB below the clip's loudest frame (silence, hiss) carry no reliable bits: their
+    sub-fingerprint is set to 0, a value reserved for "silent" (a real 0 is stored as 1), and they
+    are ignored in comparisons and in the index. Linear rather than log band energies, 128 ms rather
+    than 64 ms or 256 ms frames and the 300-3000 Hz band were chosen on the benchmark clips: 64 ms
+    frames lose trimmed copies (sub-hop misalignment), 256 ms and 100-3800 Hz bands let
+    same-speaker FSDD digits match, log energies make codec copies noisier.
+
+    Comparison (`compare`): bit error rate (BER) = differing bits / (32 x frames compared), at the
+    best alignment offset, over frames non-silent in both. Offsets must overlap at least half of the
+    longer clip (trimmed copies and re-encodings with codec delay qualify; a 2 s excerpt of a 60 s
+    song is not the same recording, and a short clip cannot slide along a long one looking for a
+    lucky stretch) and compare at least 10 frames.
+
+    Threshold: BER <= 0.35 (Haitsma-Kalker's value) when 128+ frames (1.5 s) are compared, 0.20 at
+    64 frames (0.74 s) or fewer, linear in between. Measured on the 187 benchmark clips and 8 planted
+    copy kinds: distinct recordings compared over 60+ frames never go below BER 0.45, but over
+    15-60 frames (FSDD digits, 0.2-0.9 s) the same speaker saying the same digit into the same
+    microphone reaches 0.24; planted copies stay <= 0.18 except under noise in bands we do not look
+    at (a robin call, 94% of its energy above 3 kHz, with white noise at 30 dB SNR: 0.44). See
+    reports/benchmarks/audio_dedup.md for the per-kind figures.
+
+    Index (`candidate_pairs`): bit-sampling LSH for Hamming distance with offset voting. Each table
+    keeps 16 fixed, pseudo-random bit positions of every non-silent sub-fingerprint (runs of the same
+    key in one clip count once); two frames collide in a table with probability (1 - BER)^16 - 0.07
+    at BER 0.15, 1.5e-5 for unrelated frames. A collision between frame i of clip a and frame j of
+    clip b is a vote for the pair (a, b) at offset j - i; pairs with `min_votes` votes within +-1
+    frame of one offset are candidates, and only candidates get the exact BER above. Keys shared by
+    more than `max_postings` frames (stationary hum, tones) are dropped like stop words. So the work
+    follows the collisions, not the n^2 pairs; the same `compare` decides in both paths.
+
+`clusters` joins pairs (exact and near) into connected components; every key maps to the
+smallest key of its component, so the result does not depend on input order.
+"""
+from __future__ import annotations
+
+import hashlib
+from math import gcd
+from pathlib import Path
+from typing import Hashable, Iterable, Sequence
+
+import numpy as np
+
+SR = 24_000                  # canonical sample rate of the pipeline's audio
+HASH_TAG = b"curate-audio-pcm16-24k-v1\0"
+
+FP_SR = 8_000                # fingerprint analysis rate
+FRAME = 1024                 # 128 ms at 8 kHz
+HOP = 93                     # 11.6 ms at 8 kHz (Haitsma-Kalker's hop)
+N_BANDS = 33                 # 33 bands -> 32 band differences -> 32 bits
+FMIN, FMAX = 300.0, 3000.0
+SILENCE_DB = 40.0            # frames this far below the clip's loudest frame are "silent"
+SILENT = 0                   # reserved sub-fingerprint value for silent frames
+FRAMES_PER_SECOND = FP_SR / HOP
+
+BER_THRESHOLD = 0.35         # threshold for long comparisons (>= LONG_FRAMES frames)
+SHORT_BER_THRESHOLD = 0.20   # threshold for short comparisons (<= SHORT_FRAMES frames)
+SHORT_FRAMES, LONG_FRAMES = 64, 128
+MIN_COVERAGE = 0.5           # overlap >= this share of the longer clip
+MIN_VALID = 10               # frames compared, at least
+
+TABLES = 4                   # LSH tables
+KEY_BITS = 16                # bits sampled per table
+MIN_VOTES = 2                # collisions at one offset (+-1) to make a candidate
+MAX_POSTINGS = 256           # keys with more frames than this are not used
+
+_BLOCK = 4096                # frames per FFT block (bounds memory for long recordings)
+
+
+# ---------------------------------------------------------------------------------------- decoding
+
+def load(path: str | Path) -> np.ndarray:
+    """Decode a file (anything libsndfile reads: wav, flac, ogg, mp3) to the canonical waveform:
+    mono (channel mean), 24 kHz (soxr 'HQ'), float32."""
+    import soundfile as sf
+    x, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    return to_canonical(x, sr)
+
+
+def to_canonical(x: np.ndarray, sr: int) -> np.ndarray:
+    """Mono float32 at 24 kHz from samples (frames x channels or 1-D) at rate `sr`."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 2:
+        x = x.mean(axis=1, dtype=np.float32)
+    if sr != SR:
+        import soxr
+        x = soxr.resample(x, sr, SR, quality="HQ")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------- exact hash
+
+def pcm_hash(wave: np.ndarray) -> bytes:
+    """SHA-256 (32 bytes) of the canonical waveform quantised to int16, outer digital silence dropped."""
+    x = np.asarray(wave)
+    if x.ndim != 1:
+        raise ValueError("pcm_hash expects a mono (1-D) waveform")
+    q = np.clip(np.rint(x.astype(np.float64) * 32768.0), -32768, 32767).astype("<i2")
+    nz = np.flatnonzero(q)
+    q = q[nz[0]:nz[-1] + 1] if nz.size else q[:0]
+    return hashlib.sha256(HASH_TAG + q.tobytes()).digest()
+
+
+def exact_duplicates(items: Iterable[tuple[Hashable, bytes]]) -> list[tuple[Hashable, Hashable, float]]:
+    """(smallest key, other key, 0.0) for every key whose hash an earlier-sorting key also has."""
+    first: dict[bytes, Hashable] = {}
+    out = []
+    for key, h in sorted(items, key=lambda kv: kv[0]):
+        if h in first:
+            out.append((first[h], key, 0.0))
+        else:
+            first[h] = key
+    return out
+
+
+# ------------------------------------------------------------------------------------ fingerprint
+
+_BANDS: np.ndarray | None = None
+
+
+def _band_matrix() -> np.ndarray:
+    global _BANDS
+    if _BANDS is None:
+        edges = FMIN * (FMAX / FMIN) ** (np.arange(N_BANDS + 1) / N_BANDS)
+        freqs = np.fft.rfftfreq(FRAME, 1.0 / FP_SR)
+        m = np.zeros((freqs.size, N_BANDS), dtype=np.float32)
+        for b in range(N_BANDS):
+            m[(freqs >= edges[b]) & (freqs < edges[b + 1]), b] = 1.0
+        _BANDS = m
+    return _BANDS
+
+
+_WINDOW = np.hanning(FRAME).astype(np.float32)
+_SHIFTS = np.arange(31, -1, -1, dtype=np.uint32)
+
+
+def band_energies(wave: np.ndarray, sr: int = SR) -> np.ndarray:
+    """(frames, 33) band energies of the wave, frames centred every 11.6 ms."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    from scipy.signal import resample_poly
+    x = np.asarray(wave, dtype=np.float32)
+    if x.ndim != 1:
+        raise ValueError("fingerprint expects a mono (1-D) waveform")
+    if sr != FP_SR:
+        g = gcd(int(sr), FP_SR)
+        x = resample_poly(x, FP_SR // g, int(sr) // g).astype(np.float32)
+    if x.size == 0:
+        return np.zeros((0, N_BANDS), dtype=np.float32)
+    x = np.pad(x, (FRAME // 2, FRAME // 2))
+    frames = sliding_window_view(x, FRAME)[::HOP]
+    bands = _band_matrix()
+    out = np.empty((frames.shape[0], N_BANDS), dtype=np.float32)
+    for s in range(0, frames.shape[0], _BLOCK):
+        spec = np.fft.rfft(frames[s:s + _BLOCK] * _WINDOW, axis=1)
+        out[s:s + _BLOCK] = (spec.real ** 2 + spec.imag ** 2).astype(np.float32) @ bands
+    return out
+
+
+def fingerprint(wave: np.ndarray, sr: int = SR) -> np.ndarray:
+    """uint32 sub-fingerprints, one per 11.6 ms (Haitsma-Kalker bits); 0 marks a silent frame."""
+    e = band_energies(wave, sr).astype(np.float64)
+    if e.shape[0] < 2:
+        return np.zeros(0, dtype=np.uint32)
+    d = e[:, :-1] - e[:, 1:]                    # spectral slope between neighbouring bands
+    bits = (d[1:] - d[:-1]) > 0                 # ... and its change since the previous frame
+    fp = np.bitwise_or.reduce(bits.astype(np.uint32) << _SHIFTS, axis=1).astype(np.uint32)
+    fp[fp == SILENT] = 1
+    total = e.sum(axis=1)
+    loud = total > max(total.max() * 10.0 ** (-SILENCE_DB / 10.0), 1e-12)
+    fp[~(loud[1:] & loud[:-1])] = SILENT
+    return fp
+
+
+# ------------------------------------------------------------------------------------- comparison
+
+def _diagonal_sums(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bit errors, frames compared) for every offset o = i - j in -(len(b)-1) .. len(a)-1, counting
+    frames non-silent in both clips."""
+    la, lb = a.size, b.size
+    va, vb = a != SILENT, b != SILENT
+    if la * lb <= 1 << 18:  # small: the whole error matrix, summed along its diagonals
+        err = np.bitwise_count(a[:, None] ^ b[None, :]).astype(np.int64)
+        valid = va[:, None] & vb[None, :]
+        idx = (np.arange(la)[:, None] - np.arange(lb)[None, :] + lb - 1).ravel()
+        e = np.bincount(idx, (err * valid).ravel(), la + lb - 1)
+        n = np.bincount(idx, valid.ravel(), la + lb - 1)
+        return np.rint(e).astype(np.int64), np.rint(n).astype(np.int64)
+    # large: per-bit cross-correlations by FFT. Silent frames are 0, so for bits x, y of valid
+    # frames xor = x + y - 2xy: errors = corr(popcount_a, valid_b) + corr(valid_a, popcount_b)
+    # - 2 sum_k corr(bit_k(a), bit_k(b)).
+    size = 1 << int(np.ceil(np.log2(la + lb - 1)))
+    rf = lambda v: np.fft.rfft(v, size)                       # noqa: E731
+    rb = lambda v: np.fft.rfft(v[..., ::-1], size)            # noqa: E731
+    fva, fvb = rf(va.astype(np.float64)), rb(vb.astype(np.float64))
+    fpa, fpb = rf(np.bitwise_count(a).astype(np.float64)), rb(np.bitwise_count(b).astype(np.float64))
+    ba = ((a[None, :] >> _SHIFTS[:, None]) & 1).astype(np.float64)
+    bb = ((b[None, :] >> _SHIFTS[:, None]) & 1).astype(np.float64)
+    cross = (rf(ba) * rb(bb)).sum(axis=0)
+    e = np.fft.irfft(fpa * fvb + fva * fpb - 2.0 * cross, size)[:la + lb - 1]
+    n = np.fft.irfft(fva * fvb, size)[:la + lb - 1]
+    return np.rint(e).astype(np.int64), np.rint(n).astype(np.int64)
+
+
+def compare(a: np.ndarray, b: np.ndarray, min_coverage: float = MIN_COVERAGE,
+            min_valid: int = MIN_VALID) -> tuple[float, int, int]:
+    """(BER, offset, frames compared) at the best alignment: frame i of `a` faces frame i - offset
+    of `b`. Offsets must overlap `min_coverage` of the longer clip and compare `min_valid` frames
+    non-silent in both; (1.0, 0, 0) when none does."""
+    a = np.asarray(a, dtype=np.uint32)
+    b = np.asarray(b, dtype=np.uint32)
+    la, lb = a.size, b.size
+    if la == 0 or lb == 0 or min(la, lb) < min_coverage * max(la, lb):
+        return 1.0, 0, 0
+    e, n = _diagonal_sums(a, b)
+    o = np.arange(la + lb - 1) - (lb - 1)
+    overlap = np.minimum(la, o + lb) - np.maximum(0, o)
+    ok = (overlap >= min_coverage * max(la, lb)) & (n >= min_valid)
+    if not ok.any():
+        return 1.0, 0, 0
+    rate = np.where(ok, e / np.maximum(n, 1) / 32.0, 2.0)
+    k = int(np.argmin(rate))
+    return float(rate[k]), int(o[k]), int(n[k])
+
+
+def threshold(frames: int, ber_threshold: float = BER_THRESHOLD,
+              short_ber_threshold: float = SHORT_BER_THRESHOLD) -> float:
+    """BER threshold for a comparison over `frames` frames: short below 64, long from 128, linear between."""
+    w = min(max((frames - SHORT_FRAMES) / (LONG_FRAMES - SHORT_FRAMES), 0.0), 1.0)
+    return short_ber_threshold + w * (ber_threshold - short_ber_threshold)
+
+
+# ------------------------------------------------------------------------------------------ index
+
+def _table_masks(tables: int, bits: int) -> list[int]:
+    rng = np.random.default_rng(20020101)  # fixed: the same masks in every run and worker
+    return [int(sum(1 << int(p) for p in rng.choice(32, size=bits, replace=False))) for _ in range(tables)]
+
+
+def candidate_pairs(fps: Sequence[np.ndarray], tables: int = TABLES, key_bits: int = KEY_BITS,
+                    min_votes: int = MIN_VOTES, max_postings: int = MAX_POSTINGS,
+                    min_coverage: float = MIN_COVERAGE) -> np.ndarray:
+    """(k, 2) array of index pairs i < j, sorted, whose fingerprints collide in the LSH tables at least
+    `min_votes` times at one alignment offset (+-1 frame) and whose lengths allow `min_coverage`."""
+    keys, clip, frame = [], [], []
+    for t, mask in enumerate(_table_masks(tables, key_bits)):
+        tag = np.uint64(t) << np.uint64(32)
+        for i, fp in enumerate(fps):
+            fp = np.asarray(fp, dtype=np.uint32)
+            pos = np.flatnonzero(fp != SILENT)
+            if pos.size == 0:
+                continue
+            k = fp[pos] & np.uint32(mask)
+            first = np.ones(k.size, dtype=bool)
+            first[1:] = (k[1:] != k[:-1]) | (pos[1:] != pos[:-1] + 1)  # a run of one key counts once
+            keys.append(k[first].astype(np.uint64) | tag)
+            clip.append(np.full(int(first.sum()), i, dtype=np.int64))
+            frame.append(pos[first].astype(np.int64))
+    if not keys:
+        return np.zeros((0, 2), dtype=np.int64)
+    key, clip, frame = np.concatenate(keys), np.concatenate(clip), np.concatenate(frame)
+    order = np.lexsort((frame, clip, key))
+    key, clip, frame = key[order], clip[order], frame[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sizes = np.diff(np.r_[starts, key.size])
+    keep = np.repeat((sizes >= 2) & (sizes <= max_postings), sizes)
+    key, clip, frame = key[keep], clip[keep], frame[keep]
+    lengths = np.array([len(f) for f in fps], dtype=np.int64)
+    span = int(lengths.max()) + 2
+    votes = []
+    for d in range(1, max_postings):  # every pair of postings of a key: the one d places later
+        same = key[:-d] == key[d:] if key.size > d else np.zeros(0, dtype=bool)
+        if not same.any():
+            break
+        ci, cj = clip[:-d][same], clip[d:][same]
+        fi, fj = frame[:-d][same], frame[d:][same]
+        other = ci != cj                                       # sorted by clip: ci <= cj
+        ci, cj, off = ci[other], cj[other], (fi - fj)[other]   # offset as in compare(): i - j
+        votes.append((ci * len(fps) + cj) * (2 * span) + off + span)
+    if not votes:
+        return np.zeros((0, 2), dtype=np.int64)
+    v, c = np.unique(np.concatenate(votes), return_counts=True)
+    # smooth over +-1 frame of offset (sub-hop misalignment splits the votes of one alignment)
+    shifted = np.concatenate([v - 1, v, v + 1])
+    sv, inv = np.unique(shifted, return_inverse=True)
+    sc = np.bincount(inv, np.tile(c, 3))
+    pair = np.unique(sv[sc >= min_votes] // (2 * span))
+    out = np.stack([pair // len(fps), pair % len(fps)], axis=1)
+    la, lb = lengths[out[:, 0]], lengths[out[:, 1]]
+    return out[np.minimum(la, lb) >= min_coverage * np.maximum(la, lb)]
+
+
+def near_duplicates(items: Sequence[tuple[Hashable, np.ndarray]], ber_threshold: float = BER_THRESHOLD,
+                    short_ber_threshold: float = SHORT_BER_THRESHOLD, *, index: bool = True,
+                    **index_options) -> list[tuple[Hashable, Hashable, float]]:
+    """(key_a, key_b, BER) with key_a < key_b for the pairs whose fingerprints match: BER at the best
+    offset within `threshold(frames compared)`. `index=False` compares all pairs (reference)."""
+    keys = [k for k, _ in items]
+    fps = [np.asarray(f, dtype=np.uint32) for _, f in items]
+    if index:
+        pairs = candidate_pairs(fps, **index_options).tolist()
+    else:
+        pairs = [(i, j) for i in range(len(fps)) for j in range(i + 1, len(fps))]
+    out = []
+    for i, j in pairs:
+        ber, _, n = compare(fps[i], fps[j])
+        if n and ber <= threshold(n, ber_threshold, short_ber_threshold):
+            a, b = sorted((keys[i], keys[j]))
+            out.append((a, b, ber))
+    return sorted(out, key=lambda r: (r[0], r[1]))
+
+
+def clusters(keys: Iterable[Hashable], pairs: Iterable[tuple]) -> dict[Hashable, Hashable]:
+    """Cluster id of every key: the smallest key of its connected component under `pairs`
+    ((key_a, key_b, ...) tuples, e.g. from near_duplicates and exact_duplicates)."""
+    parent: dict[Hashable, Hashable] = {k: k for k in keys}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for a, b, *_ in pairs:
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            lo, hi = (ra, rb) if ra < rb else (rb, ra)
+            parent[hi] = lo
+    return {k: root(k) for k in sorted(parent)}

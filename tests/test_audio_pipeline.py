@@ -1,0 +1,138 @@
+"""recipes/audio.yaml end to end: checks with reasons, audio dedup, interleaved sequences in the shards
+(verified against the rules by parsing the tokens back), determinism, megatron-core, resume after kill."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+
+RECIPE = REPO / "recipes" / "audio.yaml"
+
+
+def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
+    """A sequence as (kind, length) segments: audio / text / S (speech-to-text) / T (text-to-speech)."""
+    s2t, t2s, a0, a1 = (vocab.marker(m) for m in ("speech_to_text", "text_to_speech", "audio_start", "audio_end"))
+    out, i = [], 0
+    assert tokens[-1] == vocab.eod_id
+    body = tokens[:-1]
+    while i < len(body):
+        t = body[i]
+        if t == a0:
+            j = body.index(a1, i)
+            assert all(x in vocab.block("audio") for x in body[i + 1:j])
+            out.append(("audio", j - i - 1))
+            i = j + 1
+        elif t in (s2t, t2s):
+            out.append(("S" if t == s2t else "T", 1))
+            i += 1
+        else:
+            j = i
+            while j < len(body) and body[j] in vocab.block("text") and body[j] not in (s2t, t2s, a0):
+                j += 1
+            assert j > i, f"unexpected token {t}"
+            out.append(("text", j - i))
+            i = j
+    return out
+
+
+@pytest.mark.slow
+def test_audio_recipe_end_to_end(tmp_path):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    from curation.run import run
+    from curation.shards import read_index, read_tokens
+    from curation.vocab import Vocabulary
+
+    a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
+    reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
+    assert reasons == {("speech", "silent"): 1, ("speech", "transcript_mismatch"): 1,
+                       ("speech", "undecodable_audio"): 1, ("unpaired", "audio_near_duplicate"): 1}
+    [cluster] = a.rows["audio_clusters"]
+    assert cluster["members"] == ["speech/LJ001-0002", "unpaired/lj0002_16k"] and cluster["kind"] == "near"
+    audio = {r["source"]: r for r in a.rows["audio"]}
+    # two runs of four clips (0005 is missing): per run copies A and B and one transcription pair
+    assert (audio["speech"]["clips"], audio["speech"]["interleaved"], audio["speech"]["transcription"]) == (8, 4, 2)
+    assert (audio["unpaired"]["clips"], audio["unpaired"]["audio_only"]) == (2, 2)
+    assert audio["speech"]["audio_codes"] == pytest.approx(40 * 3600 * audio["speech"]["hours"] - 8 * 5, abs=8)
+
+    vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
+    prefix = tmp_path / "w1" / "tokenized" / "speech" / "speech"
+    _, lengths, _, _ = read_index(prefix.with_suffix(".idx"))
+    tokens = read_tokens(prefix).tolist()
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    audio_segments = 0
+    for k in range(len(lengths)):
+        segs = _segments(tokens[starts[k]:starts[k + 1]], vocab)
+        kinds = [s for s, _ in segs]
+        assert kinds[-1] == "text"                                    # every sequence ends with text
+        content = [s for s in kinds if s in ("audio", "text")]
+        assert all(x != y for x, y in zip(content, content[1:]))    # modality alternates clip by clip
+        for x, marker, y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
+            assert marker == ("S" if x == "audio" else "T")           # the right continuation marker
+        audio_segments += kinds.count("audio")
+    assert audio_segments == 8                                         # every clip once as audio
+    ds = IndexedDataset(str(prefix))
+    assert len(ds) == len(lengths) and ds[0].tolist() == tokens[:lengths[0]]
+
+    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False)
+    for source in ("speech", "unpaired"):
+        for ext in ("bin", "idx"):
+            assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
+                (tmp_path / "w2" / "tokenized" / source / f"{source}.{ext}").read_bytes()
+    assert [dict(r, run=None) for r in b.rows["audio"]] == [dict(r, run=None) for r in a.rows["audio"]]
+
+
+def _tokenize_shard(out, source, kill_at_batch):
+    """One tokenize task in this process; SIGKILL ourselves when the codec starts batch `kill_at_batch`."""
+    import torch
+
+    from curation.audio.codec import WavTokenizerEncoder
+    from curation.run import load_plan
+    from curation.runtime import tasks
+    torch.set_num_threads(1)
+    calls = []
+    encode = WavTokenizerEncoder.encode
+
+    def counting(self, wave):
+        calls.append(wave.shape[0])
+        if len(calls) == kill_at_batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return encode(self, wave)
+
+    WavTokenizerEncoder.encode = counting
+    [node] = [n for n in load_plan(RECIPE).tokenize if n.source == source]
+    tasks.run_tokenize(str(out), node.key, node.fingerprint, node.spec)
+    return len(calls)
+
+
+@pytest.mark.slow
+def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
+    from curation.run import run
+    run(RECIPE, tmp_path / "a", workers=1, progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
+    b = tmp_path / "b"
+    for marker in [*(b / "work" / "markers" / "tokenize" / "speech").glob("*.json"),
+                   b / "work" / "markers" / "merge" / "speech.json"]:
+        marker.unlink()
+    shutil.rmtree(b / "tokenized" / "speech")
+    child = multiprocessing.get_context("spawn").Process(target=_tokenize_shard, args=(b, "speech", 3))
+    child.start()
+    child.join(timeout=300)
+    assert child.exitcode == -signal.SIGKILL
+    saved = sorted((b / "tokenized" / "speech" / "parts").glob("*.codes/*.npz"))
+    assert len(saved) == 2                                            # batches 1 and 2 were checkpointed
+    [marker] = [json.loads(p.read_text()) for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "speech").glob("*.json")]
+    batches = marker["audio"]["batches"]
+    assert batches >= 3 and _tokenize_shard(b, "speech", 0) == batches - 2   # only the rest re-encoded
+    assert not list((b / "tokenized" / "speech" / "parts").glob("*.codes"))  # checkpoints gone once complete
+    run(RECIPE, b, workers=1, progress=False)
+    for ext in ("bin", "idx"):
+        assert (tmp_path / "a" / "tokenized" / "speech" / f"speech.{ext}").read_bytes() == \
+            (b / "tokenized" / "speech" / f"speech.{ext}").read_bytes()
