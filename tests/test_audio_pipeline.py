@@ -136,3 +136,26 @@ def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
     for ext in ("bin", "idx"):
         assert (tmp_path / "a" / "tokenized" / "speech" / f"speech.{ext}").read_bytes() == \
             (b / "tokenized" / "speech" / f"speech.{ext}").read_bytes()
+
+
+@pytest.mark.slow
+def test_transcript_in_a_benchmark_removes_only_that_clip(tmp_path):
+    """Decontamination covers audio transcripts: the clip whose transcript is a benchmark item goes,
+    by id; its recording's run splits there, and nothing else of the source is removed."""
+    from curation.run import run
+    lines = (REPO / "recipes" / "audio" / "speech" / "speech.jsonl").read_text().splitlines()
+    transcripts = {json.loads(line)["audio"]: json.loads(line)["text"] for line in lines}
+    (tmp_path / "bench.jsonl").write_text(json.dumps({"id": "q1", "question": transcripts["LJ001-0003.ogg"]}) + "\n")
+    text = RECIPE.read_text().replace("../tokenizers/", f"{REPO}/tokenizers/").replace(
+        "audio/speech/", f"{REPO}/recipes/audio/speech/").replace("audio/unpaired/", f"{REPO}/recipes/audio/unpaired/")
+    text += f"""
+decontamination:
+  benchmarks: [{{name: read_aloud, path: {tmp_path / 'bench.jsonl'}, fields: [question], id_field: id}}]
+"""
+    (tmp_path / "r.yaml").write_text(text)
+    result = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    [row] = [d for d in result.rows["decontamination"] if d["source"] == "speech" and d["benchmark"] != "(all)"]
+    assert (row["benchmark"], row["removed"], row["original"]) == ("read_aloud", 1, 8)
+    audio = {r["source"]: r for r in result.rows["audio"]}["speech"]
+    # runs 1-2 | 4 and 6-9: copies and pairs of the two longer runs, two pairs for the 2-clip run, one for 4
+    assert audio["clips"] == 7 and audio["interleaved"] == 2 and audio["transcription"] == 4
