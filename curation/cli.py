@@ -85,6 +85,22 @@ def _cmd_report(a) -> int:
     return 0
 
 
+def _cmd_train(a) -> int:
+    from curation.train.loop import TrainConfig, Trainer
+    from curation.train.model import ModelConfig
+    cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
+                      warmup_steps=min(a.warmup_steps, a.max_steps), seed=a.seed,
+                      checkpoint_every=a.checkpoint_every)
+    trainer = Trainer(a.manifest, a.out, cfg, ModelConfig.tiny())
+    resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
+    print(f"manifest {a.manifest}: verified; stage {trainer.manifest['stage']}, targets "
+          f"{trainer.manifest['training']['targets']}; model {trainer.model.num_params():,} parameters{resumed}")
+    trainer.train()
+    print(f"checkpoint: {trainer.checkpoint_path}\nlog: {trainer.out / 'train.jsonl'}\n"
+          f"consumed tokens written back to the ledger table `consumed` (training {trainer.training_id})")
+    return 0
+
+
 def _cmd_tokenizer_train(a) -> int:
     from curation.tokenize.train import train_tokenizer
     path = train_tokenizer([Path(p) for p in a.inputs], Path(a.out), vocab_size=a.vocab_size, field=a.field)
@@ -128,6 +144,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="rewrite the report of an output folder from its ledger")
     s.add_argument("out")
     s.set_defaults(fn=_cmd_report)
+
+    s = sub.add_parser("train", help="train the reference hybrid model from a manifest; write consumed tokens back")
+    s.add_argument("manifest", help="a stage manifest written by `curate run` (OUT/manifests/STAGE.json)")
+    s.add_argument("--out", required=True, help="folder for the checkpoint and train.jsonl (resumes if present)")
+    s.add_argument("--max-steps", type=int, default=200)
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--seq-length", type=int, default=256)
+    s.add_argument("--lr", type=float, default=3e-3)
+    s.add_argument("--warmup-steps", type=int, default=20)
+    s.add_argument("--checkpoint-every", type=int, default=50)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=_cmd_train)
 
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")

@@ -28,6 +28,8 @@ from curation.shards import read_index
 from curation.vocab import Block
 
 FORMAT = "curate-manifest/1"
+# ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
+WRITTEN_BACK = ("consumed",)
 
 
 def _rel(path: Path, start: Path) -> str:
@@ -58,7 +60,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
             {"path": _rel(Path(f"{prefix}{ext}"), mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
              "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")])
     written = []
-    for sp in stage_plans:
+    for index, sp in enumerate(stage_plans):
         stage = sp.stage
         sources, blend = [], []
         for row, src in zip(sp.rows, r.sources):
@@ -106,14 +108,16 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
             "budget_tokens": sp.budget_tokens, "samples": sp.budget_tokens // stage.seq_length,
             "vocabulary": {"id": plan.vocab.id, "sha256": plan.vocab.sha256, "size": plan.vocab.size,
                            "padded_size": plan.vocab.padded_size, "eod": plan.vocab.eod_id,
-                           "pad": plan.vocab.pad_id,
+                           "pad": plan.vocab.pad_id, "text_ids": plan.vocab.tokenizer.get_vocab_size(),
                            "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in plan.vocab.blocks],
                            "reserved": plan.vocab.reserved},
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
+            "training": {"stage_index": index, "targets": stage.targets or ("all" if index == 0 else "text"),
+                         "goldfish": stage.goldfish.model_dump() if stage.goldfish else None},
             "sources": sources, "blend": blend,
             "flags": [f for f in sp.flags],
             "long_context": long_context,
-            "ledger_tables": ledger_digests(out / "ledger"),
+            "ledger_tables": ledger_digests(out / "ledger", exclude=WRITTEN_BACK),
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
                        "effective_tokens": sum(s["effective_tokens"] for s in sources)},

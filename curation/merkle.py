@@ -31,8 +31,8 @@ def table_digest(path: Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def ledger_digests(ledger_dir: Path) -> dict[str, str]:
-    return {p.stem: table_digest(p) for p in sorted(ledger_dir.glob("*.parquet"))}
+def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
+    return {p.stem: table_digest(p) for p in sorted(ledger_dir.glob("*.parquet")) if p.stem not in exclude}
 
 
 def manifest_leaves(manifest: dict) -> list[str]:

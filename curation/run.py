@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curation.ledger import build_rows, write_ledger
+from curation.train.writeback import previous_consumed
 from curation.manifests import build_manifests
 from curation.mixture import ledger_rows as mixture_ledger_rows
 from curation.mixture import mark_inclusion, plan_recipe
@@ -92,6 +93,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
                               lengths=lambda s: read_index(Path(f"{tasks.source_prefix(out, s)}.idx"))[1])
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
+    rows["consumed"] = previous_consumed(out / "ledger")   # training write-backs outlive re-runs
     write_ledger(rows, out / "ledger")
     manifests = build_manifests(plan, stage_plans, rows, out)
     from curation.report import write_report

@@ -72,7 +72,7 @@ SR = 24_000                  # canonical sample rate of the pipeline's audio
 HASH_TAG = b"curate-audio-pcm16-24k-v1\0"
 
 FP_SR = 8_000                # fingerprint analysis rate
-FRAME = 1024                 # 128 ms at 8 kHz
+FRAME = 768                  # 96 ms at 8 kHz
 HOP = 93                     # 11.6 ms at 8 kHz (Haitsma-Kalker's hop)
 N_BANDS = 33                 # 33 bands -> 32 band differences -> 32 bits
 FMIN, FMAX = 300.0, 3000.0
@@ -81,14 +81,15 @@ SILENT = 0                   # reserved sub-fingerprint value for silent frames
 FRAMES_PER_SECOND = FP_SR / HOP
 
 BER_THRESHOLD = 0.35         # threshold for long comparisons (>= LONG_FRAMES frames)
-SHORT_BER_THRESHOLD = 0.20   # threshold for short comparisons (<= SHORT_FRAMES frames)
-SHORT_FRAMES, LONG_FRAMES = 64, 128
+SHORT_BER_THRESHOLD = 0.18   # threshold for short comparisons (<= SHORT_FRAMES frames)
+SHORT_FRAMES, LONG_FRAMES = 32, 128
 MIN_COVERAGE = 0.5           # overlap >= this share of the longer clip
 MIN_VALID = 10               # frames compared, at least
 
 TABLES = 4                   # LSH tables
 KEY_BITS = 16                # bits sampled per table
-MIN_VOTES = 2                # collisions at one offset (+-1) to make a candidate
+MIN_VOTES = 2                # collisions at one offset (2 adjacent pooled) to make a candidate
+MIN_VOTE_RATE = 0.02         # ... and at least this many per non-silent frame of the shorter clip
 MAX_POSTINGS = 256           # keys with more frames than this are not used
 
 _BLOCK = 4096                # frames per FFT block (bounds memory for long recordings)
@@ -142,10 +143,11 @@ def exact_duplicates(items: Iterable[tuple[Hashable, bytes]]) -> list[tuple[Hash
 
 # ------------------------------------------------------------------------------------ fingerprint
 
-_BANDS: np.ndarray | None = None
+_BANDS: tuple[int, int, np.ndarray] | None = None
 
 
-def _band_matrix() -> np.ndarray:
+def _band_matrix() -> tuple[int, int, np.ndarray]:
+    """(first bin, end bin, (bins, bands) 0/1 matrix summing the FFT bins of each band)."""
     global _BANDS
     if _BANDS is None:
         edges = FMIN * (FMAX / FMIN) ** (np.arange(N_BANDS + 1) / N_BANDS)
@@ -153,7 +155,9 @@ def _band_matrix() -> np.ndarray:
         m = np.zeros((freqs.size, N_BANDS), dtype=np.float32)
         for b in range(N_BANDS):
             m[(freqs >= edges[b]) & (freqs < edges[b + 1]), b] = 1.0
-        _BANDS = m
+        used = np.flatnonzero(m.any(axis=1))
+        lo, hi = int(used[0]), int(used[-1]) + 1
+        _BANDS = (lo, hi, np.ascontiguousarray(m[lo:hi]))
     return _BANDS
 
 
@@ -163,6 +167,7 @@ _SHIFTS = np.arange(31, -1, -1, dtype=np.uint32)
 
 def band_energies(wave: np.ndarray, sr: int = SR) -> np.ndarray:
     """(frames, 33) band energies of the wave, frames centred every 11.6 ms."""
+    import scipy.fft
     from numpy.lib.stride_tricks import sliding_window_view
     from scipy.signal import resample_poly
     x = np.asarray(wave, dtype=np.float32)
@@ -175,11 +180,11 @@ def band_energies(wave: np.ndarray, sr: int = SR) -> np.ndarray:
         return np.zeros((0, N_BANDS), dtype=np.float32)
     x = np.pad(x, (FRAME // 2, FRAME // 2))
     frames = sliding_window_view(x, FRAME)[::HOP]
-    bands = _band_matrix()
+    lo, hi, bands = _band_matrix()
     out = np.empty((frames.shape[0], N_BANDS), dtype=np.float32)
     for s in range(0, frames.shape[0], _BLOCK):
-        spec = np.fft.rfft(frames[s:s + _BLOCK] * _WINDOW, axis=1)
-        out[s:s + _BLOCK] = (spec.real ** 2 + spec.imag ** 2).astype(np.float32) @ bands
+        spec = scipy.fft.rfft(frames[s:s + _BLOCK] * _WINDOW, axis=1)[:, lo:hi]
+        out[s:s + _BLOCK] = (spec.real ** 2 + spec.imag ** 2) @ bands
     return out
 
 
@@ -251,7 +256,7 @@ def compare(a: np.ndarray, b: np.ndarray, min_coverage: float = MIN_COVERAGE,
 
 def threshold(frames: int, ber_threshold: float = BER_THRESHOLD,
               short_ber_threshold: float = SHORT_BER_THRESHOLD) -> float:
-    """BER threshold for a comparison over `frames` frames: short below 64, long from 128, linear between."""
+    """BER threshold for a comparison over `frames` frames: short up to 32, long from 128, linear between."""
     w = min(max((frames - SHORT_FRAMES) / (LONG_FRAMES - SHORT_FRAMES), 0.0), 1.0)
     return short_ber_threshold + w * (ber_threshold - short_ber_threshold)
 
@@ -264,15 +269,17 @@ def _table_masks(tables: int, bits: int) -> list[int]:
 
 
 def candidate_pairs(fps: Sequence[np.ndarray], tables: int = TABLES, key_bits: int = KEY_BITS,
-                    min_votes: int = MIN_VOTES, max_postings: int = MAX_POSTINGS,
-                    min_coverage: float = MIN_COVERAGE) -> np.ndarray:
-    """(k, 2) array of index pairs i < j, sorted, whose fingerprints collide in the LSH tables at least
-    `min_votes` times at one alignment offset (+-1 frame) and whose lengths allow `min_coverage`."""
+                    min_votes: int = MIN_VOTES, min_vote_rate: float = MIN_VOTE_RATE,
+                    max_postings: int = MAX_POSTINGS, min_coverage: float = MIN_COVERAGE) -> np.ndarray:
+    """(k, 2) array of index pairs i < j, sorted, whose fingerprints collide in the LSH tables at one
+    alignment offset (two adjacent offsets pooled) at least max(`min_votes`, `min_vote_rate` x the
+    non-silent frames of the shorter clip) times, and whose lengths allow `min_coverage`."""
+    n_clips = len(fps)
+    fps = [np.asarray(f, dtype=np.uint32) for f in fps]
     keys, clip, frame = [], [], []
     for t, mask in enumerate(_table_masks(tables, key_bits)):
         tag = np.uint64(t) << np.uint64(32)
         for i, fp in enumerate(fps):
-            fp = np.asarray(fp, dtype=np.uint32)
             pos = np.flatnonzero(fp != SILENT)
             if pos.size == 0:
                 continue
@@ -282,38 +289,54 @@ def candidate_pairs(fps: Sequence[np.ndarray], tables: int = TABLES, key_bits: i
             keys.append(k[first].astype(np.uint64) | tag)
             clip.append(np.full(int(first.sum()), i, dtype=np.int64))
             frame.append(pos[first].astype(np.int64))
+    empty = np.zeros((0, 2), dtype=np.int64)
     if not keys:
-        return np.zeros((0, 2), dtype=np.int64)
+        return empty
     key, clip, frame = np.concatenate(keys), np.concatenate(clip), np.concatenate(frame)
     order = np.lexsort((frame, clip, key))
     key, clip, frame = key[order], clip[order], frame[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    sizes = np.diff(np.r_[starts, key.size])
-    keep = np.repeat((sizes >= 2) & (sizes <= max_postings), sizes)
-    key, clip, frame = key[keep], clip[keep], frame[keep]
-    lengths = np.array([len(f) for f in fps], dtype=np.int64)
-    span = int(lengths.max()) + 2
+    sizes = np.repeat(np.diff(np.r_[starts, key.size]), np.diff(np.r_[starts, key.size]))
+    span = max(f.size for f in fps) + 2
     votes = []
-    for d in range(1, max_postings):  # every pair of postings of a key: the one d places later
-        same = key[:-d] == key[d:] if key.size > d else np.zeros(0, dtype=bool)
-        if not same.any():
+    d = 1
+    while True:  # every pair of postings of a key: the one d places later, for d = 1, 2, ...
+        if d & (d - 1) == 0:  # at powers of two, drop the keys with too few postings left
+            keep = (sizes > d) & (sizes <= max_postings)
+            key, clip, frame, sizes = key[keep], clip[keep], frame[keep], sizes[keep]
+        if key.size <= d:
             break
+        same = key[:-d] == key[d:]
         ci, cj = clip[:-d][same], clip[d:][same]
-        fi, fj = frame[:-d][same], frame[d:][same]
-        other = ci != cj                                       # sorted by clip: ci <= cj
-        ci, cj, off = ci[other], cj[other], (fi - fj)[other]   # offset as in compare(): i - j
-        votes.append((ci * len(fps) + cj) * (2 * span) + off + span)
+        off = frame[:-d][same] - frame[d:][same]                  # as in compare(): i - j
+        other = ci != cj                                          # sorted by clip: ci <= cj
+        votes.append((ci[other] * n_clips + cj[other]) * (2 * span) + off[other] + span)
+        d += 1
     if not votes:
-        return np.zeros((0, 2), dtype=np.int64)
-    v, c = np.unique(np.concatenate(votes), return_counts=True)
-    # smooth over +-1 frame of offset (sub-hop misalignment splits the votes of one alignment)
-    shifted = np.concatenate([v - 1, v, v + 1])
-    sv, inv = np.unique(shifted, return_inverse=True)
-    sc = np.bincount(inv, np.tile(c, 3))
-    pair = np.unique(sv[sc >= min_votes] // (2 * span))
-    out = np.stack([pair // len(fps), pair % len(fps)], axis=1)
+        return empty
+    v = np.sort(np.concatenate(votes))
+    # votes per pair and offset bin, for bins {2k, 2k+1} and {2k-1, 2k}: sub-hop misalignment splits
+    # one alignment's votes between two adjacent offsets, and one of the two binnings joins them
+    pairs, counts = [], []
+    for shift in (0, 1):
+        b = (v + shift) // 2                                      # still sorted; bins never straddle pairs
+        edge = np.flatnonzero(np.r_[True, b[1:] != b[:-1], True])
+        c = np.diff(edge)
+        ok = c >= min_votes
+        pairs.append(b[edge[:-1]][ok] // span)
+        counts.append(c[ok])
+    pair, count = np.concatenate(pairs), np.concatenate(counts)
+    if pair.size == 0:
+        return empty
+    uniq, inv = np.unique(pair, return_inverse=True)
+    best = np.zeros(uniq.size, dtype=np.int64)
+    np.maximum.at(best, inv, count)
+    out = np.stack([uniq // n_clips, uniq % n_clips], axis=1)
+    lengths = np.array([f.size for f in fps], dtype=np.int64)
+    valid = np.array([int((f != SILENT).sum()) for f in fps], dtype=np.int64)
     la, lb = lengths[out[:, 0]], lengths[out[:, 1]]
-    return out[np.minimum(la, lb) >= min_coverage * np.maximum(la, lb)]
+    enough = best >= np.maximum(min_votes, np.ceil(min_vote_rate * np.minimum(valid[out[:, 0]], valid[out[:, 1]])))
+    return out[enough & (np.minimum(la, lb) >= min_coverage * np.maximum(la, lb))]
 
 
 def near_duplicates(items: Sequence[tuple[Hashable, np.ndarray]], ber_threshold: float = BER_THRESHOLD,

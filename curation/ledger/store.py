@@ -84,9 +84,13 @@ SCHEMAS: dict[str, pa.Schema] = {
                                  ("max_ber", pa.float64())]),
     "benchmarks": pa.schema([("run", pa.string()), ("benchmark", pa.string()), ("sha256", pa.string()),
                              ("fields", pa.string()), ("items", pa.int64()), ("unindexable", pa.int64())]),
+    # written back by `curate train` (curation.train.writeback): what a training run actually consumed
     "consumed": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
+                           ("training", pa.string()), ("steps", pa.int64()),
                            ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
-                           ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
+                           ("audio_tokens", pa.int64()), ("other_tokens", pa.int64()), ("total_tokens", pa.int64()),
+                           ("repeat_tokens", pa.int64()), ("documents", pa.int64()),
+                           ("planned_tokens", pa.int64())]),
 }
 
 VIEWS = {

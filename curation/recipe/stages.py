@@ -1,6 +1,8 @@
 """Training stages in a recipe: budgets, per-source mixture entries, category targets, long-context buckets."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
@@ -37,6 +39,13 @@ class LongContext(Strict):
         return self
 
 
+class Goldfish(Strict):
+    """Goldfish loss (Apertus 1.5 §3.2): drop a target when a hash of the `h` labels ending at it falls
+    in 1/`k` of the hash space; the same context always drops the same way. Special tokens are exempt."""
+    k: int = Field(default=50, ge=2)
+    h: int = Field(default=50, ge=1)
+
+
 class Stage(Strict):
     """A training stage. Without `mixture`, every source enters with its own `weight`.
 
@@ -50,6 +59,10 @@ class Stage(Strict):
     mixture: dict[str, MixtureEntry] | None = None
     category_targets: dict[str, float] = {}
     long_context: LongContext | None = None
+    # which tokens are training targets: `all` modalities (Apertus stage 1) or `text` only (later
+    # stages); default: all in the recipe's first stage, text afterwards. Task-control markers never.
+    targets: Literal["all", "text"] | None = None
+    goldfish: Goldfish | None = None
 
     @model_validator(mode="after")
     def _long_context(self):

@@ -59,6 +59,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
         *_cluster_sections(rows),
         *_image_cluster_sections(rows),
         *_audio_sections(rows),
+        *_consumed_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                  "token share", "weight"], summary)),
@@ -175,6 +176,21 @@ def _audio_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                            [[x["kind"], x["cluster"], x["size"], ", ".join(x["members"]), f"{x['max_ber']:.3f}"]
                             for x in c[:50]])))
     return out
+
+
+def _consumed_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+    if not rows.get("consumed"):
+        return []
+    body = []
+    for c in sorted(rows["consumed"], key=lambda c: (c["training"], c["stage"], c["source"])):
+        pct = 100 * c["total_tokens"] / c["planned_tokens"] if c["planned_tokens"] else 0.0
+        body.append([c["training"], c["stage"], c["source"], c["steps"], c["planned_tokens"], c["total_tokens"],
+                     f"{pct:.1f}%", c["text_tokens"], c["image_tokens"], c["audio_tokens"], c["repeat_tokens"],
+                     c["documents"]])
+    return [("Planned vs consumed", "What each training run (`curate train`) actually fed the model, per source, "
+             "beside the stage's plan: exact counts written back by the trainer. Ledger table `consumed`.",
+             _table(["training", "stage", "source", "steps", "planned", "consumed", "of plan", "text", "image",
+                     "audio", "repeated", "documents"], body))]
 
 
 def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:

@@ -1,0 +1,1 @@
+"""Training: a small hybrid Mamba-2 / attention / MoE language model and the loop that trains it."""

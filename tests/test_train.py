@@ -1,0 +1,152 @@
+"""The reference trainer: refuses bad manifests, follows the sampling plan, resumes exactly, writes back."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import REPO
+
+TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8, mamba_head_dim=16,
+            mamba_chunk_size=32, expert_hidden=32, n_experts=4, top_k=2, mlp_hidden=64)
+
+
+@pytest.fixture()
+def demo_copy(demo_run, tmp_path):
+    """A private copy of the demo output (training writes into its ledger)."""
+    out = tmp_path / "demo"
+    shutil.copytree(demo_run.out, out, ignore=shutil.ignore_patterns("raw", "work", "processed"))
+    return out
+
+
+def _trainer(manifest, out, steps=6, **kw):
+    from curation.train.loop import TrainConfig, Trainer
+    from curation.train.model import ModelConfig
+    cfg = TrainConfig(max_steps=steps, batch_size=2, seq_length=64, warmup_steps=2, checkpoint_every=3, log_every=100)
+    return Trainer(manifest, out, cfg, ModelConfig.tiny(**TINY), **kw)
+
+
+def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(demo_run):
+    from curation.train.data import ManifestData
+    data = ManifestData(demo_run.out / "manifests" / "stage1.json", seq_length=256)
+    planned = data.planned_tokens()
+    total = sum(planned.values())
+    seen = 0
+    while seen < total // 3:                       # a third of the stage
+        b = data.next_batch(4)
+        seen += b.tokens.size
+    got = {s: sum(n for (src, _), n in data.consumed.tokens.items() if src == s) for s in planned}
+    for s in planned:
+        share, want = got[s] / sum(got.values()), planned[s] / total
+        # documents are drawn whole: the error is a few mean documents over the tokens seen
+        mean_doc = planned[s] / max(1, data.manifest["sources"][data.names.index(s)]["plan"]["samples"])
+        assert abs(share - want) < 4 * np.sqrt(want * mean_doc / seen) + 0.01, (s, share, want)
+    fresh = ManifestData(demo_run.out / "manifests" / "stage1.json", seq_length=256)
+    while fresh.passes == 0 and fresh.cursor < fresh.order_doc.size - 1:
+        fresh.next_batch(1)
+    consumed = {s: sum(n for (src, _), n in fresh.consumed.tokens.items() if src == s) for s in planned}
+    last = fresh.names[int(fresh.order_source[-1])]
+    for s in planned:                                # every planned occurrence but the last one, exactly
+        assert consumed[s] <= planned[s] and (s == last or consumed[s] == planned[s])
+
+
+@pytest.mark.slow
+def test_shares_agree_with_megatron_cores_blended_dataset(demo_run):
+    """Our loader against megatron-core's BlendedMegatronDatasetBuilder on the same manifest blend."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    from curation.manifests import megatron_blend
+    from curation.train.data import ManifestData
+
+    class Tok:
+        vocab_size, eod, pad, unique_identifiers = 266752, 0, 1, {"class": "curate-demo"}
+
+    manifest = demo_run.out / "manifests" / "stage1.json"
+    prefixes, weights = megatron_blend(manifest)
+    n = 400
+    cfg = GPTDatasetConfig(random_seed=1, sequence_length=256, blend=(prefixes, weights), split="1,0,0",
+                           tokenizer=Tok(), reset_position_ids=False, reset_attention_mask=False,
+                           eod_mask_loss=False, path_to_cache=None, mid_level_dataset_surplus=0.005)
+    blended = BlendedMegatronDatasetBuilder(GPTDataset, [n, 0, 0], lambda: True, cfg).build()[0]
+    mega = np.bincount(blended.dataset_index[:n], minlength=len(prefixes)) / n
+    ours = ManifestData(manifest, seq_length=256)
+    for _ in range(n // 4):
+        ours.next_batch(4)
+    got = np.array([sum(v for (s, _), v in ours.consumed.tokens.items() if s == name) for name in ours.names])
+    np.testing.assert_allclose(got / got.sum(), mega, atol=0.05)
+    np.testing.assert_allclose(mega, weights, atol=0.01)
+
+
+def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
+    from curation.errors import VerifyError
+    shard = demo_copy / "tokenized" / "web_en" / "web_en.bin"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 1
+    shard.write_bytes(bytes(data))
+    with pytest.raises(VerifyError, match="web_en.bin sha256 differs"):
+        _trainer(demo_copy / "manifests" / "stage1.json", tmp_path / "t")
+
+
+def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_copy, tmp_path):
+    from curation.ledger import query
+    from curation.manifests import verify_manifest
+    manifest = demo_copy / "manifests" / "stage1.json"
+    torch.set_num_threads(1)
+    full = _trainer(manifest, tmp_path / "full", write_back=False).train(log=None)
+    first = _trainer(manifest, tmp_path / "split").train(max_steps=3, log=None)
+    resumed = _trainer(manifest, tmp_path / "split")
+    assert resumed.step == 3
+    rest = resumed.train(log=None)
+    assert [h["loss"] for h in first + rest] == [h["loss"] for h in full]     # bit-exact continuation
+    cols, rows = query(demo_copy / "ledger", "SELECT source, total_tokens, planned_tokens, steps FROM consumed")
+    assert {r[3] for r in rows} == {6}
+    assert sum(r[1] for r in rows) == 6 * 2 * 65                              # steps x batch x (seq + 1)
+    assert all(r[1] <= r[2] for r in rows)
+    verify_manifest(manifest)              # the write-back leaves the manifest's frozen tables intact
+    from curation.ledger import read_rows
+    from curation.report import write_report
+    html = write_report(read_rows(demo_copy / "ledger"), demo_copy).read_text()
+    assert "Planned vs consumed" in html
+
+
+def test_targets_follow_the_stage_rules():
+    from curation.train.targets import TargetRules
+    from curation.vocab import Vocabulary
+    v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
+    vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
+             "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
+    audio = v.block("audio").start + 7
+    labels = torch.tensor([[50, v.marker("audio_start"), audio, v.marker("audio_end"), v.marker("speech_to_text"),
+                            60, v.eod_id, v.pad_id]])
+    same = torch.ones_like(labels, dtype=torch.bool)
+    text_only = TargetRules(vocab, "text").mask(labels, same)
+    everything = TargetRules(vocab, "all").mask(labels, same)
+    assert text_only.tolist() == [[True, False, False, False, False, True, True, False]]
+    assert everything.tolist() == [[True, True, True, True, False, True, True, False]]   # markers: never S/T
+    same[0, 5] = False                                   # a label that starts another document
+    assert not TargetRules(vocab, "all").mask(labels, same)[0, 5]
+    rules = TargetRules(vocab, "text", {"k": 10, "h": 8})
+    g = torch.randint(2, 16000, (64, 512))
+    drop = rules.goldfish_drop(g)
+    assert 0.08 < float(drop[:, 7:].float().mean()) < 0.12
+    assert not drop[:, :7].any()                          # no whole context yet
+    copy = g.clone()
+    copy[:, 300] = 5                                      # same context elsewhere -> same decision
+    changed = rules.goldfish_drop(copy) != drop
+    assert not changed[:, :300].any() and not changed[:, 308:].any()
+
+
+@pytest.mark.slow
+def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
+    from curation.run import run
+    res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", workers=1, progress=False)
+    t = _trainer(res.manifests[0], tmp_path / "t", steps=2)
+    assert t.manifest["training"]["targets"] == "all"
+    n_text = t.manifest["vocabulary"]["text_ids"]
+    assert len(t.head_ids) > n_text + 200                  # text, markers and the audio codes in use
+    hist = t.train(log=None)
+    assert np.isfinite([h["loss"] for h in hist]).all()
