@@ -101,6 +101,17 @@ def _cmd_train(a) -> int:
     return 0
 
 
+def _cmd_ablate(a) -> int:
+    from curation.train.ablate import ablate
+    summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
+    sets = [h["name"] for h in summary["heldout"]]
+    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank"],
+                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}"]
+                  for i, r in enumerate(summary["candidates"], start=1)])
+    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    return 0
+
+
 def _cmd_tokenizer_train(a) -> int:
     from curation.tokenize.train import train_tokenizer
     path = train_tokenizer([Path(p) for p in a.inputs], Path(a.out), vocab_size=a.vocab_size, field=a.field)
@@ -156,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--checkpoint-every", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_cmd_train)
+
+    s = sub.add_parser("ablate", help="train a proxy model on each candidate mixture of a recipe's `ablation:`; rank them")
+    s.add_argument("recipe")
+    s.add_argument("--out", default="out", help="output folder of the recipe's run (default: ./out)")
+    s.add_argument("--workers", type=int, default=None)
+    s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
+    s.set_defaults(fn=_cmd_ablate)
 
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")

@@ -150,3 +150,30 @@ def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
     assert len(t.head_ids) > n_text + 200                  # text, markers and the audio codes in use
     hist = t.train(log=None)
     assert np.isfinite([h["loss"] for h in hist]).all()
+
+
+@pytest.mark.slow
+def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
+    """Same seed and steps for every candidate, held-out documents withheld from all, ranks by bits/byte."""
+    from curation.train.ablate import ablate
+    from curation.train.model import ModelConfig
+    out = tmp_path / "demo"
+    shutil.copytree(demo_run.out, out, symlinks=True)
+    summary = ablate(REPO / "recipes" / "demo.yaml", out, model_cfg=ModelConfig.tiny(**TINY), steps=3, workers=1,
+                     log=None)
+    names = {r["candidate"] for r in summary["candidates"]}
+    assert names == {"english_heavy", "german_heavy", "even"}
+    for r in summary["candidates"]:
+        assert set(r["bpb"]) == {"english", "german"} and all(0 < v < 20 for v in r["bpb"].values())
+        assert len(r["curve"]) == 3
+    ranks = [r["average_rank"] for r in summary["candidates"]]
+    assert ranks == sorted(ranks)
+    from curation.run import load_plan
+    from curation.train.ablate import _heldout
+    ab = load_plan(REPO / "recipes" / "demo.yaml").recipe.recipe.ablation
+    withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
+    assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
+    for r in summary["candidates"]:                        # withheld documents are in no candidate's plan
+        plans = {p.stem: np.load(p) for p in (out / "ablation" / r["candidate"]).glob("*.npy")}
+        assert plans and all((plans[s][d] == 0).all() for s, d in withheld.items() if s in plans)
+    assert (out / "ablation" / "ablation.html").is_file() and (out / "ablation" / "curves.png").is_file()

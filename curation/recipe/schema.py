@@ -27,7 +27,7 @@ from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.filters import (  # noqa: F401 - part of the schema
     C4QualityFilter, FilterBase, FilterConfig, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter,
     LanguageFilter, LengthFilter, OnError)
-from curation.recipe.stages import LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
+from curation.recipe.stages import Ablation, HeldOut, LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
 
 
 class Normalize(Strict):
@@ -301,6 +301,7 @@ class Recipe(Strict):
     optout: OptOut | None = None
     network: Network = Network()
     decontamination: Decontamination | None = None
+    ablation: Ablation | None = None  # `curate ablate`: candidate mixtures of one stage, ranked by a proxy model
     # the image codec: a seeded configuration (tokenizers/curate-demo-ibq.yaml) or a checkpoint folder
     image_tokenizer: str | None = None
     # pHash near-duplicate radius per image domain (default 0: equal hashes); null disables the domain
@@ -347,4 +348,15 @@ class Recipe(Strict):
             weighted = st.mixture is None or any(e.weight is not None for e in entries)
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
                 raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
+        ab = self.ablation
+        if ab is not None:
+            stage = next((st for st in self.stages if st.name == ab.stage), None)
+            if stage is None or stage.long_context is not None or stage.budget_tokens is None:
+                raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
+                                 f"long_context; stages: {[st.name for st in self.stages]}")
+            for cand, mixture in ab.candidates.items():
+                if unknown := sorted(set(mixture) - names):
+                    raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
+            if unknown := sorted({h.source for h in ab.heldout} - names):
+                raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
         return self

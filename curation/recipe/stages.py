@@ -85,3 +85,24 @@ class Stage(Strict):
         if sum(targets.values()) > 1 + 1e-9:
             raise ValueError(f"category targets add up to {sum(targets.values()):.3f} > 1")
         return targets
+
+
+class HeldOut(Strict):
+    """A held-out evaluation set for `curate ablate`: `documents` documents of `source`, chosen by seed and
+    kept out of every candidate's training plan; scored in bits per byte."""
+    name: str = Field(pattern=NAME_PATTERN)
+    source: str
+    documents: int = Field(default=8, ge=1)
+
+
+class Ablation(Strict):
+    """Proxy-model mixture ablation (Soofi S Appendix C): each candidate replaces `stage`'s mixture; all
+    train the same model for the same steps from the same seed and are ranked by their average rank
+    over the held-out sets' bits per byte."""
+    stage: str
+    candidates: dict[str, dict[str, MixtureEntry]] = Field(min_length=2)
+    heldout: list[HeldOut] = Field(min_length=1)
+    steps: int = Field(default=60, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    seq_length: int = Field(default=256, ge=16)
+    seed: int = 0
