@@ -129,12 +129,14 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                                    "vocab": str(vocab.path), "batch_size": r.tokenize_batch_size,
                                    "dedup": dedup_cfg is not None or bool(images["sources"]) or bool(audio_dedup),
                                    "near_dedup": clusters is not None and src.modality == "text",
-                                   "decont": decont_resolve is not None, "image": image, "audio": audio}))
+                                   "decont": decont_resolve is not None, "image": image, "audio": audio,
+                                   "reasoning": src.reasoning.model_dump() if src.reasoning else None}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
         merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
-                          spec={"source": src.name, "shards": [t.shard for t in parts]}))
+                          spec={"source": src.name, "shards": [t.shard for t in parts],
+                                "reasoning": src.reasoning is not None}))
     return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters,
                 decont_index, decont, decont_resolve)
 

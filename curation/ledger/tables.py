@@ -211,6 +211,14 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
                                "text_tokens": counts["text"], "image_tokens": counts["image"],
                                "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+        if src.modality == "image":
+            im = src.image_settings()
+            batches = sum(int(next(st for st in markers[f"tokenize/{src.name}/{f.shard_id}"]["stats"]
+                                   if st["step"] == "tokenize").get("notes", {}).get("batches", 0)) for f in files)
+            rows["images"].append({"run": run, "source": src.name, "category": src.category, "domain": im.domain,
+                                   "samples": counts["documents"], "image_tokens": counts["image"],
+                                   "paired_text_tokens": counts["text"], "caption": im.caption, "area": im.area,
+                                   "batches": batches})
         if src.modality == "audio":
             rows["audio"].append(audio_row(run, src, [markers[f"tokenize/{src.name}/{f.shard_id}"]["audio"]
                                                       for f in files], counts))

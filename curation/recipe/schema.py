@@ -101,6 +101,13 @@ class Audio(Strict):
     near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)
 
 
+class Reasoning(Strict):
+    """SFT-style data with reasoning spans: the merge also writes `<source>.no_reasoning` (same
+    documents, each span from `start` to `end` inclusive removed, then re-tokenized)."""
+    start: str = "<think>"
+    end: str = "</think>"
+
+
 class Constituents(Strict):
     """A composite collection: keep only records whose `field` names an approved constituent."""
     field: str
@@ -147,6 +154,7 @@ class Source(Strict):
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
+    reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0)
     max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
@@ -174,6 +182,8 @@ class Source(Strict):
         if (self.input.format == "audio") != (self.modality == "audio"):
             raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
                              "`input: {format: audio, paths: [manifest.jsonl]}`")
+        if self.reasoning is not None and self.modality != "text":
+            raise ValueError("`reasoning` applies to text sources (SFT conversations with reasoning spans)")
         if self.modality == "audio" and self.filters:
             raise ValueError("audio sources take `audio:` settings, not text `filters`")
         if self.modality == "image" and self.filters:

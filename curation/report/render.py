@@ -58,7 +58,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
         *_decont_sections(rows),
         *_cluster_sections(rows),
         *_image_cluster_sections(rows),
-        *_audio_sections(rows),
+        *_modality_sections(rows),
         *_consumed_sections(rows),
         ("Sources", "Records read, documents kept and their tokens (counted from the shards).",
          _table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
@@ -153,8 +153,15 @@ def _image_cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]
                     [[c["domain"], c["cluster"], c["size"], ", ".join(c["members"])] for c in shown]))]
 
 
-def _audio_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+def _modality_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     out = []
+    if rows.get("images"):
+        out.append(("Images", "Image samples per source and domain after checks and dedup; image codes and paired "
+                    "caption tokens in the shards (end-of-document included); encoder batches. Ledger table `images`.",
+                    _table(["source", "category", "domain", "samples", "image tokens", "paired text tokens", "caption",
+                            "area (pixels)", "batches"],
+                           [[i["source"], i["category"], i["domain"], i["samples"], i["image_tokens"],
+                             i["paired_text_tokens"], i["caption"], i["area"], i["batches"]] for i in rows["images"]])))
     if rows.get("audio"):
         out.append(("Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text tokens of "
                     "transcripts in the shards; sequences by kind (interleaved speech-text, transcription pairs, "

@@ -48,6 +48,9 @@ def processed_path(out: Path, source: str, shard: str) -> Path:
     return out / "processed" / source / f"{shard}.parquet"
 
 
+NO_REASONING = ".no_reasoning"   # suffix of the prefix of a source's copy without reasoning spans
+
+
 def shar_dir(out: Path, source: str, shard: str) -> Path:
     return out / "processed" / source / f"{shard}.shar"
 
@@ -248,16 +251,27 @@ def _write_text(out_dir: Path, spec: dict, records, steps: list, common: dict) -
     tokenizer = TextTokenizer(_vocab(spec["vocab"]), batch_size=spec["batch_size"], **common)
     steps.append(tokenizer)
     writer = IndexedWriter(part_prefix(out_dir, spec["source"], spec["shard"]))
+    stripped = None
+    if spec.get("reasoning"):
+        from curation.steps.reasoning import ReasoningStripper
+        stripped = ReasoningStripper(tokenizer, **spec["reasoning"])
+        copy = IndexedWriter(Path(f"{part_prefix(out_dir, spec['source'], spec['shard'])}{NO_REASONING}"))
     documents = tokens = 0
     try:
         for rec in tokenizer.run(records):
             writer.add(rec.tokens)
+            if stripped is not None:
+                copy.add(stripped(rec))
             documents += 1
             tokens += int(rec.tokens.size)
     except BaseException:
         writer.abort()
+        if stripped is not None:
+            copy.abort()
         raise
     writer.close()
+    if stripped is not None:
+        copy.close()
     return documents, tokens
 
 
@@ -306,4 +320,9 @@ def run_merge(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     prefix = source_prefix(out_dir, source)
     merge([part_prefix(out_dir, source, s) for s in spec["shards"]], prefix)
     rel = prefix.relative_to(out_dir)
-    return write_marker(out_dir, key, fingerprint, {"outputs": [f"{rel}.bin", f"{rel}.idx"]})
+    outputs = [f"{rel}.bin", f"{rel}.idx"]
+    if spec.get("reasoning"):   # the copy without reasoning spans, merged the same way
+        merge([Path(f"{part_prefix(out_dir, source, s)}{NO_REASONING}") for s in spec["shards"]],
+              Path(f"{prefix}{NO_REASONING}"))
+        outputs += [f"{rel}{NO_REASONING}.bin", f"{rel}{NO_REASONING}.idx"]
+    return write_marker(out_dir, key, fingerprint, {"outputs": outputs})
