@@ -1,9 +1,11 @@
 """Hamming-radius search over 64-bit perceptual hashes by multi-index hashing (Norouzi et al. 2012).
 
-The 64 bits are cut into `blocks` substrings. Two hashes within distance r differ, by the pigeonhole
+The 64 bits are cut into substrings (blocks). Two hashes within distance r differ, by the pigeonhole
 principle, in at most floor(r / blocks) bits of at least one substring; so the candidates are the
 hashes whose substring, in some block, lies within that small distance of the query's, found by
-binary search in one sorted table per block. Every candidate is then checked with a popcount, so
+binary search in one sorted table per block. For the radii images use (r ≤ 5) there are r + 1
+blocks, so some block matches exactly and each block costs one lookup; larger radii probe 16-bit
+blocks within floor(r / 4) bits. Every candidate is then checked with a popcount, so
 the answer is exactly brute force's (tests/test_hamming.py), only without touching most hashes
 (tests/benchmarks/bench_hamming.py). Used by image decontamination and, later, image dedup.
 """
@@ -25,59 +27,80 @@ def _flip_masks(width: int, bits: int) -> np.ndarray:
 
 
 class HammingIndex:
+    """Exact Hamming-radius search. Radius r ≤ 5 uses r + 1 blocks (near-equal widths, 11 to 64
+    bits): a hash within r must equal the query exactly on at least one block, so each block is one
+    lookup. Larger radii use `blocks` 16-bit blocks, each probed within floor(r / blocks) bits."""
+    MAX_EXACT_BLOCKS = 6
+
     def __init__(self, hashes: np.ndarray, blocks: int = 4):
         if 64 % blocks:
             raise ValueError("blocks must divide 64")
         self.hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
         self.blocks, self.width = blocks, 64 // blocks
-        self._mask = np.uint64((1 << self.width) - 1)
-        self._tables = []
-        for b in range(blocks):
-            values = (self.hashes >> np.uint64(b * self.width)) & self._mask
-            order = np.argsort(values, kind="stable")
-            self._tables.append((values[order], order))
+        self._cache: dict[tuple[int, ...], list] = {}
+
+    def _tables(self, widths: tuple[int, ...]) -> list[tuple]:
+        """(shift, mask, sorted block values, hash order, hashes in that order) per block, built on first
+        use; candidates are read from the sorted copy, so verifying them reads memory in runs."""
+        if widths not in self._cache:
+            tables, shift = [], 0
+            for w in widths:
+                mask = np.uint64((1 << w) - 1) if w < 64 else np.uint64(2**64 - 1)
+                values = (self.hashes >> np.uint64(shift)) & mask
+                order = np.argsort(values, kind="stable")
+                tables.append((np.uint64(shift), mask, values[order], order, self.hashes[order]))
+                shift += w
+            self._cache[widths] = tables
+        return self._cache[widths]
+
+    def _layout(self, radius: int) -> tuple[list, np.ndarray]:
+        if radius + 1 <= self.MAX_EXACT_BLOCKS:
+            m = radius + 1
+            widths = tuple(64 // m + (1 if i < 64 % m else 0) for i in range(m))
+            return self._tables(widths), np.zeros(1, dtype=np.uint64)
+        return self._tables((self.width,) * self.blocks), _flip_masks(self.width, radius // self.blocks)
 
     def query(self, q: int, radius: int) -> np.ndarray:
         """Indices (ascending) of the hashes within Hamming distance `radius` of `q`."""
         q = np.uint64(q)
-        masks = _flip_masks(self.width, radius // self.blocks)
+        tables, masks = self._layout(radius)
         found = []
-        for b, (values, order) in enumerate(self._tables):
-            wanted = ((q >> np.uint64(b * self.width)) & self._mask) ^ masks
+        for shift, mask, values, order, sorted_hashes in tables:
+            wanted = ((q >> shift) & mask) ^ masks
             lo, hi = np.searchsorted(values, wanted, "left"), np.searchsorted(values, wanted, "right")
             n = hi - lo
             if n.any():  # all probe ranges at once: positions lo[i] .. hi[i]-1, concatenated
-                found.append(order[np.repeat(lo, n) + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)])
+                pos = np.repeat(lo, n) + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+                found.append(order[pos[np.bitwise_count(sorted_hashes[pos] ^ q) <= radius]])
         if not found:
             return np.zeros(0, dtype=np.int64)
-        cand = np.concatenate(found)  # verify first, de-duplicate the (few) hits after
-        hits = cand[np.bitwise_count(self.hashes[cand] ^ q) <= radius]
-        return np.unique(hits).astype(np.int64)
-
+        return np.unique(np.concatenate(found)).astype(np.int64)   # verified first, de-duplicated after
 
     def query_many(self, queries: np.ndarray, radius: int, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """All (query index, hash index) pairs within `radius`, sorted; probes of a whole chunk of
         queries go to numpy at once (the way decontamination and dedup ask: many hashes at a time)."""
         queries = np.ascontiguousarray(queries, dtype=np.uint64)
-        masks = _flip_masks(self.width, radius // self.blocks)
+        tables, masks = self._layout(radius)
         out_q, out_h = [], []
         for start in range(0, queries.size, chunk):
             q = queries[start:start + chunk]
             owner = np.repeat(np.arange(q.size, dtype=np.int64), masks.size)
             cand_q, cand_h = [], []
-            for b, (values, order) in enumerate(self._tables):
-                wanted = (((q >> np.uint64(b * self.width)) & self._mask)[:, None] ^ masks[None, :]).ravel()
+            for shift, mask, values, order, sorted_hashes in tables:
+                wanted = (((q >> shift) & mask)[:, None] ^ masks[None, :]).ravel()
                 lo, hi = np.searchsorted(values, wanted, "left"), np.searchsorted(values, wanted, "right")
                 n = hi - lo
                 total = int(n.sum())
                 if total:
-                    cand_q.append(np.repeat(owner, n))
-                    cand_h.append(order[np.repeat(lo, n) + np.arange(total) - np.repeat(np.cumsum(n) - n, n)])
+                    who = np.repeat(owner, n)
+                    pos = np.repeat(lo, n) + np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+                    ok = np.bitwise_count(sorted_hashes[pos] ^ q[who]) <= radius
+                    cand_q.append(who[ok])
+                    cand_h.append(order[pos[ok]])
             if not cand_q:
                 continue
             cq, ch = np.concatenate(cand_q), np.concatenate(cand_h)
-            ok = np.bitwise_count(self.hashes[ch] ^ q[cq]) <= radius
-            pairs = np.unique((cq[ok] + start) * self.hashes.size + ch[ok])
+            pairs = np.unique((cq + start) * self.hashes.size + ch)
             out_q.append(pairs // self.hashes.size)
             out_h.append(pairs % self.hashes.size)
         if not out_q:

@@ -176,7 +176,7 @@ def _modality_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                             for a in rows["audio"]])))
     if rows.get("audio_clusters"):
         c = rows["audio_clusters"]
-        out.append(("Audio duplicates", f"{len(c)} groups of clips with equal normalised PCM (exact) or matching "
+        out.append(("Audio duplicates", f"{len(c)} groups of clips with equal 16-bit PCM at 24 kHz (exact) or matching "
                     "spectral fingerprints (near: re-encoded, resampled, trimmed); each keeps its earliest "
                     "member. Ledger table `audio_clusters`.",
                     _table(["kind", "kept", "size", "members", "max bit error rate"],
