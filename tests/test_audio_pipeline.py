@@ -159,3 +159,32 @@ decontamination:
     audio = {r["source"]: r for r in result.rows["audio"]}["speech"]
     # runs 1-2 | 4 and 6-9: copies and pairs of the two longer runs, two pairs for the 2-clip run, one for 4
     assert audio["clips"] == 7 and audio["interleaved"] == 2 and audio["transcription"] == 4
+
+
+@pytest.mark.slow
+def test_audio_folder_with_sidecar_transcripts(tmp_path):
+    """A folder of clips (sub-folder = recording, sorted names = order, `.txt` = transcript) is acquired
+    into raw/ with a clip manifest and runs like any manifest."""
+    from curation.run import run
+    lines = [json.loads(x) for x in (REPO / "recipes" / "audio" / "speech" / "speech.jsonl").read_text().splitlines()]
+    chapter = tmp_path / "clips" / "LJ001"
+    chapter.mkdir(parents=True)
+    for n, line in enumerate(lines[:3]):
+        shutil.copyfile(REPO / "recipes" / "audio" / "speech" / line["audio"], chapter / f"{n:02d}.ogg")
+        (chapter / f"{n:02d}.txt").write_text(line["text"])
+    shutil.copyfile(REPO / "recipes" / "audio" / "unpaired" / "humpback.ogg", tmp_path / "clips" / "whale.ogg")
+    (tmp_path / "r.yaml").write_text(f"""name: folder
+vocabulary: {REPO / 'tokenizers' / 'curate-demo-v1.yaml'}
+audio_tokenizer: {REPO / 'tokenizers' / 'curate-demo-wavtokenizer.yaml'}
+sources:
+  - name: clips
+    modality: audio
+    license: public-domain
+    optout: not_available
+    acquire: {{kind: audio_folder, path: clips}}
+    input: {{format: audio, paths: [clips.jsonl], id_field: id}}
+""")
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    [row] = res.rows["audio"]
+    # LJ001: one run of three clips (copies A and B, one transcription pair); the whale: audio only
+    assert (row["clips"], row["interleaved"], row["transcription"], row["audio_only"]) == (4, 2, 1, 1)

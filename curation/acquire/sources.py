@@ -12,6 +12,8 @@
   trafilatura); an image source gets WebDataset tars `images-NNNNN.tar` (`curation.acquire.pack`),
   one sample per downloaded body with the entry's fields. Every URL ends as `ok`, `refused:<reason>` or `failed:<reason>`; the counts, and the
   sha256 over the sorted (url, body sha256) list, are recorded.
+- `audio_folder`: the audio files under a local folder copied, with `clips.jsonl` (sidecar `.txt`
+  transcripts; sub-folder = recording; sorted position = clip order) for `input.format: audio`.
 - `image_folder`: the images under a local folder, with sidecar captions, packed into WebDataset
   tars `images-NNNNN.tar` the same way.
 
@@ -93,6 +95,8 @@ def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str
             done[src.name] = _archive(loaded, src, folder, spec)
         elif src.acquire.kind == "image_folder":
             done[src.name] = _image_folder(loaded, src, folder, spec)
+        elif src.acquire.kind == "audio_folder":
+            done[src.name] = _audio_folder(loaded, src, folder, spec)
         else:
             done[src.name] = _fsspec(loaded, src, folder, spec)
     return done
@@ -128,6 +132,41 @@ def _image_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     return _write(folder, {"key": key, "source": src.name, "kind": "image_folder", "origin": src.acquire.path,
                            "origin_sha256": sha, "fetched_sha256": sha, "files": len(samples),
                            "bytes": sum(len(s[1]) for s in samples), "outcomes": {"ok": len(samples)}})
+
+
+AUDIO_EXTS = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3"}
+
+
+def _audio_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
+    """Audio files under a folder (recursively) copied into `files/`, and `clips.jsonl`: one clip per
+    file, its sidecar `<stem>.txt` as transcript, the sub-folder as recording and the file's position
+    in sorted order within it as clip order (name clips so they sort in reading order)."""
+    root = loaded.resolve(src.acquire.path)
+    if not root.is_dir():
+        raise InputError(f"source {src.name!r}: audio folder {root} does not exist; fix acquire.path")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTS)
+    a = src.audio_settings()
+    pairs, lines, order = [], [], {}
+    shutil.rmtree(folder / "files", ignore_errors=True)
+    for f in files:
+        rel = f.relative_to(root)
+        (folder / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, folder / "files" / rel)
+        recording = str(rel.parent) if str(rel.parent) != "." else rel.stem
+        order[recording] = order.get(recording, -1) + 1
+        line = {a.audio_field: str(Path("files") / rel), a.recording_field: recording,
+                a.order_field: order[recording], "id": str(rel.with_suffix(""))}
+        sidecar = f.with_suffix(".txt")
+        if sidecar.is_file():
+            line[src.input.text_field] = sidecar.read_bytes().decode("utf-8", errors="replace").strip()
+        lines.append(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+        pairs.append((str(rel), sha256_file(f)))
+    (folder / "clips.jsonl").write_text("".join(lines), encoding="utf-8")
+    sha = _listing_sha(pairs)
+    return _write(folder, {"key": fingerprint({"spec": spec, "sha256": sha}), "source": src.name,
+                           "kind": "audio_folder", "origin": src.acquire.path, "origin_sha256": sha,
+                           "fetched_sha256": sha, "files": len(files), "bytes": sum(f.stat().st_size for f in files),
+                           "outcomes": {"ok": len(files)}})
 
 
 def snapshot_revision(src) -> str | None:

@@ -122,8 +122,9 @@ class Acquire(Strict):
     (`.txt`, one per line, or `.jsonl` with `url_field` and metadata), downloaded behind the network
     guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura), image sources
     WebDataset tars `images-NNNNN.tar`. `image_folder`: a local folder of images (sidecar `.txt`
-    captions, `.json` fields) packed into those tars."""
-    kind: Literal["archive", "fsspec", "urls", "image_folder"]
+    captions, `.json` fields) packed into those tars. `audio_folder`: a local folder of audio files
+    (sidecar `.txt` transcripts) copied with a clip manifest `clips.jsonl`."""
+    kind: Literal["archive", "fsspec", "urls", "image_folder", "audio_folder"]
     path: str
     url_field: str = "url"
     timeout_s: float = Field(default=10.0, gt=0)
@@ -182,6 +183,9 @@ class Source(Strict):
         if (self.input.format == "audio") != (self.modality == "audio"):
             raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
                              "`input: {format: audio, paths: [manifest.jsonl]}`")
+        if self.acquire is not None and self.acquire.kind == "audio_folder" and self.modality != "audio":
+            raise ValueError("`acquire.kind: audio_folder` writes a clip manifest: set `modality: audio` and "
+                             "`input: {format: audio, paths: [clips.jsonl], id_field: id}`")
         if self.reasoning is not None and self.modality != "text":
             raise ValueError("`reasoning` applies to text sources (SFT conversations with reasoning spans)")
         if self.modality == "audio" and self.filters:
