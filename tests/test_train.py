@@ -177,3 +177,45 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
         plans = {p.stem: np.load(p) for p in (out / "ablation" / r["candidate"]).glob("*.npy")}
         assert plans and all((plans[s][d] == 0).all() for s, d in withheld.items() if s in plans)
     assert (out / "ablation" / "ablation.html").is_file() and (out / "ablation" / "curves.png").is_file()
+
+
+def test_sft_targets_are_assistant_turns_only():
+    from curation.train.targets import TargetRules
+    from curation.vocab import Vocabulary
+    v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
+    vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
+             "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
+    U, A, T, E = (v.marker(m) for m in ("turn_user", "turn_assistant", "turn_tool", "end_of_turn"))
+    #                 plain doc     | user turn     | assistant turn | tool output | assistant     | next doc
+    labels = torch.tensor([[50, 51, v.eod_id, U, 60, E, A, 70, 71, E, T, 80, E, A, 90, E, v.eod_id, 99]])
+    mask = TargetRules(vocab, "text").mask(labels, torch.ones_like(labels, dtype=torch.bool))
+    assert mask.int().tolist() == [[1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]]
+
+
+@pytest.mark.slow
+def test_sft_conversations_keep_their_turns_into_the_shards(tmp_path):
+    from curation.run import run
+    from curation.shards import read_tokens
+    from curation.vocab import Vocabulary
+    from tests.conftest import VOCAB, write_jsonl
+    conv = [{"role": "user", "content": "What is two plus two?"},
+            {"role": "assistant", "content": "Let me check with the calculator."},
+            {"role": "tool", "content": "4"},
+            {"role": "assistant", "content": "It is four."}]
+    path = write_jsonl(tmp_path / "sft.jsonl", [{"id": "c1", "messages": conv},
+                                                 {"id": "c2", "messages": [{"role": "narrator", "content": "x"}]}])
+    (tmp_path / "r.yaml").write_text(f"""name: sft
+vocabulary: {VOCAB}
+sources:
+  - name: sft
+    input: {{paths: [{path}], id_field: id, text_field: messages, turn_roles: true}}
+""")
+    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    assert {(q["reason"], q["records"]) for q in res.rows["quarantine"]} == {("bad_turns", 1)}
+    v = Vocabulary.load(VOCAB)
+    toks = read_tokens(tmp_path / "out" / "tokenized" / "sft" / "sft").tolist()
+    markers = [t for t in toks if t in v.block("reserved")]
+    names = {v.marker(n): n for n in v.reserved}
+    assert [names[t] for t in markers] == ["turn_user", "end_of_turn", "turn_assistant", "end_of_turn",
+                                           "turn_tool", "end_of_turn", "turn_assistant", "end_of_turn"]
+    assert v.tokenizer.decode(toks[toks.index(v.marker("turn_tool")) + 1:][:1]) == "4"

@@ -47,6 +47,9 @@ class Input(Strict):
     id_field: str | None = None
     metadata_fields: list[str] = []
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
+    # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.turns`), so a
+    # trainer can train on assistant turns only; otherwise turns are joined as plain text
+    turn_roles: bool = False
 
 
 LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from curation.steps.base import Record, Step
+from curation.steps.turns import join_with_roles
 
 
 def _join_turns(turns: list) -> str | None:
@@ -38,9 +39,10 @@ class _Reader(Step):
     name = "read"
 
     def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
-                 shard_label: str, **kw):
+                 shard_label: str, turn_roles: bool = False, **kw):
         super().__init__(**kw)
         self.path = path
+        self.turn_roles = turn_roles
         self.text_field = text_field
         self.id_field = id_field
         self.metadata_fields = metadata_fields
@@ -58,7 +60,14 @@ class _Reader(Step):
     def _record(self, obj: dict, loc: str, where: str, raw: str, seen_ids: set[str]) -> Record | None:
         """One parsed row -> a record, or None after quarantining it (counted by the caller as read)."""
         text = obj.get(self.text_field)
-        if isinstance(text, list) and text:  # a conversation: every turn is text (decontamination sees all)
+        roles = None
+        if isinstance(text, list) and text and self.turn_roles:  # SFT: turns and roles kept for the shards
+            joined = join_with_roles(text)
+            if joined is None:
+                self.quarantine(loc, "bad_turns", f"{where}: a turn lacks a known role or text content", raw)
+                return None
+            text, roles = joined
+        elif isinstance(text, list) and text:  # a conversation: every turn is text (decontamination sees all)
             text = _join_turns(text)
         if not isinstance(text, str):
             why = "missing" if text is None else f"a {type(text).__name__}, not a string"
@@ -74,8 +83,10 @@ class _Reader(Step):
             return None
         seen_ids.add(rid)
         self.stats.records_out += 1
-        return Record(id=rid, source=self.source, text=text,
-                      meta={k: obj[k] for k in self.metadata_fields if k in obj})
+        meta = {k: obj[k] for k in self.metadata_fields if k in obj}
+        if roles is not None:
+            meta["roles"] = roles
+        return Record(id=rid, source=self.source, text=text, meta=meta)
 
     def _empty(self) -> None:
         self.stats.records_in += 1

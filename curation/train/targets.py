@@ -4,6 +4,9 @@
   (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation)
   and padding are never targets. A label that starts another document than its input is not a target
   either (with cross-document masking nothing before it is visible).
+- Conversations (SFT, `curation.steps.turns`): inside a document that has turn markers only the
+  assistant turns' tokens and their end-of-turn are targets; system, user and tool turns (tool
+  outputs) and the role markers themselves are not.
 - Goldfish: a label is dropped when a hash of the `h` labels ending at it (within the row) falls in
   1/`k` of the hash space, so the same context always drops the same way, wherever it recurs.
   Special tokens (end-of-document, markers) are exempt. The hash multiplies each label by an odd
@@ -26,7 +29,12 @@ class TargetRules:
         self.control = [self.reserved[0] + vocabulary["reserved"][m] for m in CONTROL_MARKERS
                         if m in vocabulary["reserved"]]
         self.special = [vocabulary["eod"], vocabulary["pad"]]
-        self.pad = vocabulary["pad"]
+        self.pad, self.eod = vocabulary["pad"], vocabulary["eod"]
+        r = vocabulary["reserved"]
+        start = self.reserved[0]
+        self.turn_markers = {role: start + r[f"turn_{role}"] for role in ("system", "user", "assistant", "tool")
+                             if f"turn_{role}" in r}
+        self.end_of_turn = start + r["end_of_turn"] if "end_of_turn" in r else None
 
     def is_text(self, labels: torch.Tensor) -> torch.Tensor:
         return (labels >= self.text[0]) & (labels < self.text[1]) & (labels != self.pad)
@@ -34,12 +42,35 @@ class TargetRules:
     def mask(self, labels: torch.Tensor, same_doc: torch.Tensor) -> torch.Tensor:
         """True where the label is a target of this stage."""
         keep = self.is_text(labels) if self.targets == "text" else labels != self.pad
+        if self.end_of_turn is not None:
+            keep |= labels == self.end_of_turn
         for c in self.control:
             keep &= labels != c
         keep &= same_doc
+        if self.turn_markers:
+            keep &= self.assistant_or_plain(labels)
         if self.goldfish:
             keep &= ~self.goldfish_drop(labels)
         return keep
+
+    def assistant_or_plain(self, labels: torch.Tensor) -> torch.Tensor:
+        """False on the tokens of non-assistant turns and on role markers; True elsewhere (assistant turns,
+        their end-of-turn, and documents without turns). The role of a token is the last role marker at or
+        before it, reset at every end-of-document."""
+        code = torch.full_like(labels, -1)
+        code[labels == self.eod] = 0
+        names = sorted(self.turn_markers)
+        for i, role in enumerate(names, start=1):
+            code[labels == self.turn_markers[role]] = i
+        pos = torch.arange(labels.shape[-1], device=labels.device).expand_as(labels)
+        last = torch.cummax(torch.where(code >= 0, pos, torch.zeros_like(pos)), dim=-1).values
+        role = torch.gather(code, -1, last).clamp(min=0)   # before any marker or eod in the row: plain
+        # (a row that starts inside a conversation cut by packing cannot see its role: treated as plain)
+        assistant = names.index("assistant") + 1 if "assistant" in names else -2
+        marker = torch.zeros_like(labels, dtype=torch.bool)
+        for m in self.turn_markers.values():
+            marker |= labels == m
+        return ((role == 0) | (role == assistant)) & ~marker
 
     def goldfish_drop(self, labels: torch.Tensor) -> torch.Tensor:
         k, h = self.goldfish["k"], self.goldfish["h"]
