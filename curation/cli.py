@@ -105,8 +105,9 @@ def _cmd_ablate(a) -> int:
     from curation.train.ablate import ablate
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
-    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank"],
-                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}"]
+    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],
+                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}",
+                   f"{r['mean_bpb']:.4f}"]
                   for i, r in enumerate(summary["candidates"], start=1)])
     print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
     return 0

@@ -9,7 +9,7 @@
 4. Every candidate trains the same model config for the same steps from the same seed.
 5. Bits per byte on each held-out set: summed next-token loss in bits over the documents' UTF-8
    bytes (the text decoded from the shard's tokens). Candidates are ranked per set (1 = lowest),
-   then by their average rank; `ablation.json`, `ablation.html` and the learning curves are written.
+   then by their average rank (ties: the lower mean bits per byte); `ablation.json`, `ablation.html` and the learning curves are written.
 """
 from __future__ import annotations
 
@@ -142,9 +142,10 @@ def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, worker
         order = sorted(results, key=lambda r: (r["bpb"][h.name], r["candidate"]))
         for rank, r in enumerate(order, start=1):
             r.setdefault("ranks", {})[h.name] = rank
-    for r in results:
+    for r in results:   # ties on the average rank go to the lower mean bits per byte
         r["average_rank"] = sum(r["ranks"].values()) / len(r["ranks"])
-    results.sort(key=lambda r: (r["average_rank"], r["candidate"]))
+        r["mean_bpb"] = sum(r["bpb"].values()) / len(r["bpb"])
+    results.sort(key=lambda r: (r["average_rank"], r["mean_bpb"], r["candidate"]))
     summary = {"stage": ab.stage, "steps": steps or ab.steps, "seed": ab.seed, "heldout": [h.model_dump() for h in ab.heldout],
                "candidates": results}
     (out / "ablation" / "ablation.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
@@ -172,13 +173,13 @@ def _write_html(summary: dict, folder: Path) -> Path:
     rows = "".join(
         f"<tr><td>{r['candidate']}</td><td>{', '.join(f'{k} {v:.1%}' for k, v in r['shares'].items() if v)}</td>"
         + "".join(f"<td>{r['bpb'][s]:.4f} ({r['ranks'][s]})</td>" for s in sets)
-        + f"<td>{r['average_rank']:.2f}</td></tr>" for r in summary["candidates"])
+        + f"<td>{r['average_rank']:.2f}</td><td>{r['mean_bpb']:.4f}</td></tr>" for r in summary["candidates"])
     html = (f"<!doctype html><meta charset=utf-8><title>Mixture ablation</title>"
             f"<style>body{{font-family:sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:4px 8px}}"
             f"table{{border-collapse:collapse}}</style><h1>Mixture ablation: stage {summary['stage']}</h1>"
             f"<p>Each candidate trained the same proxy model for {summary['steps']} steps from seed {summary['seed']}; "
             f"held-out documents were withheld from every candidate. Lower bits per byte is better; candidates are "
-            f"ordered by average rank.</p><table><tr><th>candidate</th><th>shares</th>{head}<th>average rank</th></tr>"
+            f"ordered by average rank, ties by mean bits per byte.</p><table><tr><th>candidate</th><th>shares</th>{head}<th>average rank</th><th>mean bits/byte</th></tr>"
             f"{rows}</table><h2>Learning curves</h2><img src=curves.png alt='learning curves'>")
     path = folder / "ablation.html"
     path.write_text(html)
