@@ -133,10 +133,11 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                                    "reasoning": src.reasoning.model_dump() if src.reasoning else None}))
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
-        fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts]})
+        suffixes = {"reasoning": src.reasoning is not None, "audio": src.modality == "audio"}
+        fp = fingerprint({"v": CODE_EPOCH, "phase": "merge", "deps": [t.fingerprint for t in parts],
+                          **({"also": suffixes} if any(suffixes.values()) else {})})
         merge.append(Node("merge", src.name, None, fp, deps=[t.key for t in parts],
-                          spec={"source": src.name, "shards": [t.shard for t in parts],
-                                "reasoning": src.reasoning is not None}))
+                          spec={"source": src.name, "shards": [t.shard for t in parts], **suffixes}))
     return Plan(loaded, vocab, process, dedup, tokenize, merge, signatures, bands, clusters,
                 decont_index, decont, decont_resolve)
 

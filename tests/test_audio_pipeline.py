@@ -188,3 +188,30 @@ sources:
     [row] = res.rows["audio"]
     # LJ001: one run of three clips (copies A and B, one transcription pair); the whale: audio only
     assert (row["clips"], row["interleaved"], row["transcription"], row["audio_only"]) == (4, 2, 1, 1)
+
+
+@pytest.mark.slow
+def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
+    """Sequences longer than the stage-2 limit are written to `<source>.long_context`, the rest stay."""
+    import pyarrow.parquet as pq
+
+    from curation.audio.codec import load_audio_codec
+    from curation.audio.tokenize import AudioTokenizer
+    from curation.run import run
+    from curation.shards import IndexedWriter, read_index
+    from curation.steps.base import Record
+    from curation.vocab import Vocabulary
+    run(RECIPE, tmp_path / "w", workers=1, progress=False)
+    [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
+    ids = pq.read_table(table, columns=["id"]).column("id").to_pylist()
+    vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
+    tok = AudioTokenizer(vocab, load_audio_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml")),
+                         max_batch_seconds=30, max_len=700)
+    short, long = IndexedWriter(tmp_path / "p"), IndexedWriter(tmp_path / "p.long_context")
+    tok.write([Record(id=i, source="speech", text="") for i in ids], table.with_suffix(".shar"), short, "fp", long)
+    short.close()
+    long.close()
+    _, s, _, _ = read_index(tmp_path / "p.idx")
+    _, l, _, _ = read_index(tmp_path / "p.long_context.idx")
+    assert s.size and l.size and s.max() <= 700 < l.min()
+    assert (tok.counts["stage2"], tok.counts["long_context"]) == (s.size, l.size)

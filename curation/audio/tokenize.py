@@ -11,6 +11,8 @@ codes minus the last `DROP_LAST` (padding makes them unstable). The codes of eve
 Then the sequences are built in (recording, order) order: consecutive transcribed clips become
 interleaved speech-text sequences and transcription pairs (`curation.audio.interleave`), clips
 without a transcript become audio-only sequences (audio start, codes, audio end, end-of-document).
+Sequences of up to 8,192 tokens form the stage-2 pool (the source's shards); longer ones the
+long-context pool, written to the source's `.long_context` shards.
 """
 from __future__ import annotations
 
@@ -55,8 +57,9 @@ class AudioTokenizer(Step):
     name = "tokenize"
 
     def __init__(self, vocab: Vocabulary, codec: WavTokenizerEncoder, *, max_batch_seconds: float,
-                 interleave: bool = True, prefetch: bool = True, **kw):
+                 interleave: bool = True, prefetch: bool = True, max_len: int = MAX_LEN, **kw):
         super().__init__(**kw)
+        self.max_len = max_len   # longest sequence of the stage-2 pool
         self.vocab, self.codec, self.max_batch_seconds = vocab, codec, max_batch_seconds
         self.interleave, self.prefetch = interleave, prefetch
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}
@@ -126,7 +129,9 @@ class AudioTokenizer(Step):
                 codes.update(self._encode(batch, loaded, path))
         return codes
 
-    def write(self, records: list[Record], shar_dir: Path, writer: IndexedWriter, fingerprint: str) -> None:
+    def write(self, records: list[Record], shar_dir: Path, writer: IndexedWriter, fingerprint: str,
+              long_writer: IndexedWriter | None = None) -> None:
+        """Sequences of the stage-2 pool go to `writer`, longer ones to `long_writer` (when given)."""
         from lhotse import CutSet
         wall = time.perf_counter()
         self.stats.records_in = len(records)
@@ -141,13 +146,13 @@ class AudioTokenizer(Step):
                         np.asarray(text, dtype=np.int32))
             seconds += duration
             (clips if clip.transcribed and self.interleave else unpaired).append(clip)
-        sequences = [(s.tokens, s.kind, s.pool) for s in build(clips, self.vocab)]
+        sequences = [(s.tokens, s.kind, s.pool) for s in build(clips, self.vocab, max_len=self.max_len)]
         eod = np.asarray([self.vocab.eod_id], dtype=np.int32)
         for clip in unpaired:
             tokens = np.concatenate([audio_tokens(clip.codes, self.vocab), eod])
-            sequences.append((tokens, "audio_only", "stage2" if tokens.size <= MAX_LEN else "long_context"))
+            sequences.append((tokens, "audio_only", "stage2" if tokens.size <= self.max_len else "long_context"))
         for tokens, kind, pool in sequences:
-            writer.add(tokens)
+            (long_writer if pool == "long_context" and long_writer is not None else writer).add(tokens)
             self.counts[kind] = self.counts.get(kind, 0) + 1
             self.counts[pool] = self.counts.get(pool, 0) + 1
         self.counts.update({"clips": len(meta), "seconds": round(seconds, 3),

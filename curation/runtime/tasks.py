@@ -49,6 +49,7 @@ def processed_path(out: Path, source: str, shard: str) -> Path:
 
 
 NO_REASONING = ".no_reasoning"   # suffix of the prefix of a source's copy without reasoning spans
+LONG_CONTEXT = ".long_context"   # suffix of the prefix of an audio source's long-context pool
 
 
 def shar_dir(out: Path, source: str, shard: str) -> Path:
@@ -304,13 +305,16 @@ def _write_audio(out_dir: Path, spec: dict, fingerprint: str, records: list, ste
     tokenizer = AudioTokenizer(_vocab(spec["vocab"]), load_audio_codec(au["codec"]),
                                max_batch_seconds=au["max_batch_seconds"], interleave=au["interleave"], **common)
     steps.append(tokenizer)
-    writer = IndexedWriter(part_prefix(out_dir, spec["source"], spec["shard"]))
+    prefix = part_prefix(out_dir, spec["source"], spec["shard"])
+    writer, long_writer = IndexedWriter(prefix), IndexedWriter(Path(f"{prefix}{LONG_CONTEXT}"))
     try:
-        tokenizer.write(records, shar_dir(out_dir, spec["source"], spec["shard"]), writer, fingerprint)
+        tokenizer.write(records, shar_dir(out_dir, spec["source"], spec["shard"]), writer, fingerprint, long_writer)
     except BaseException:
         writer.abort()
+        long_writer.abort()
         raise
     writer.close()
+    long_writer.close()
     AudioTokenizer.cleanup(writer)
     return len(writer.lengths), sum(writer.lengths), tokenizer.counts
 
@@ -322,8 +326,8 @@ def run_merge(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     merge([part_prefix(out_dir, source, s) for s in spec["shards"]], prefix)
     rel = prefix.relative_to(out_dir)
     outputs = [f"{rel}.bin", f"{rel}.idx"]
-    if spec.get("reasoning"):   # the copy without reasoning spans, merged the same way
-        merge([Path(f"{part_prefix(out_dir, source, s)}{NO_REASONING}") for s in spec["shards"]],
-              Path(f"{prefix}{NO_REASONING}"))
-        outputs += [f"{rel}{NO_REASONING}.bin", f"{rel}{NO_REASONING}.idx"]
+    extra = ([NO_REASONING] if spec.get("reasoning") else []) + ([LONG_CONTEXT] if spec.get("audio") else [])
+    for suffix in extra:   # the copy without reasoning spans, the audio long-context pool: merged alike
+        merge([Path(f"{part_prefix(out_dir, source, s)}{suffix}") for s in spec["shards"]], Path(f"{prefix}{suffix}"))
+        outputs += [f"{rel}{suffix}.bin", f"{rel}{suffix}.idx"]
     return write_marker(out_dir, key, fingerprint, {"outputs": outputs})
