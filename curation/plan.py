@@ -249,7 +249,6 @@ def compliance_spec(loaded: LoadedRecipe, src, optout) -> dict:
 def _index_shards(loaded: LoadedRecipe, cfg, bands: int, rows: int) -> list[list[str]]:
     """The signature shards of earlier runs named in `dedup.minhash.index`, checked for matching settings."""
     import json
-    from pathlib import Path
 
     from curation.errors import RecipeError
 

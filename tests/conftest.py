@@ -50,7 +50,7 @@ def english_doc(i: int, words: int = 80) -> str:
 
 def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "") -> Path:
     """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list."""
-    lines = [f"name: t", f"vocabulary: {VOCAB}", extra, "sources:"]
+    lines = ["name: t", f"vocabulary: {VOCAB}", extra, "sources:"]
     for name, paths in sources.items():
         lines += [f"  - name: {name}",
                   f"    input: {{paths: {json.dumps([str(p) for p in paths])}, id_field: id}}",

@@ -85,7 +85,6 @@ def test_image_decontamination_removes_the_benchmark_image(tmp_path):
 @pytest.mark.slow
 def test_parquet_image_source_as_in_a_dataset_snapshot(tmp_path):
     """Hugging Face's image feature: a {bytes, path} struct column next to the caption."""
-    import io
     import tarfile
 
     import pyarrow as pa

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from curation.longcontext import best_fit_decreasing, fill_buckets, plan_long_context
+from curation.longcontext import best_fit_decreasing, fill_buckets
 from curation.mixture import plan_recipe
 from curation.recipe.schema import Recipe
 

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from curation.errors import RecipeError
-from curation.train.model import (HybridLM, Mamba2, ModelConfig, MoE, causal_conv1d, segment_ids, ssd_chunked,
-                                  ssd_reference, ssd_scan)
+from curation.train.model import HybridLM, Mamba2, ModelConfig, MoE
+from curation.train.ssd import causal_conv1d, segment_ids, ssd_chunked, ssd_reference, ssd_scan
 
 V = 97
 

@@ -283,7 +283,7 @@ def main() -> None:
         lines += ["Original-vs-copy pairs not reported (BER, frames compared, threshold at that length):", ""]
         for b, n, k in missed[:20]:
             lines.append(f"- {k}: BER {b:.3f} over {n} frames (threshold {D.threshold(n):.3f})"
-                         + (f"; still clustered through other copies" if cl[k] == cl[truth[k]] else ""))
+                         + ("; still clustered through other copies" if cl[k] == cl[truth[k]] else ""))
         if len(missed) > 20:
             lines.append(f"- … {len(missed) - 20} more")
     else:

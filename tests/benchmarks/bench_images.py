@@ -80,7 +80,7 @@ def main() -> None:
         f"- scan / decode: **{t_decode / t_scan:.0f}×** (goal ≥ 50×)",
         f"- plan of {len(rows):,} images (512×512-pixel area, 16,384-token batches, 8 ranks): {1e3 * t_plan:.0f} ms, "
         f"{p.tokens.size} batches, rank imbalance **{100 * p.imbalance(8):.2f}%** (goal < 2%)", "",
-        f"## Tokenization: loader thread on and off", "",
+        "## Tokenization: loader thread on and off", "",
         f"{args.encode} of the images tokenized by `ImageTokenizer.write` (seeded demo IBQ codec of "
         "`tokenizers/curate-demo-ibq.yaml`, 256×256-pixel area = 256 codes, 4,096-code batches, CPU float32, "
         f"{torch_threads()} torch threads). Encoder share = time inside the codec / wall time of the task.", "",
