@@ -65,6 +65,13 @@ class HammingIndex:
         q = np.uint64(q)
         tables, masks = self._layout(radius)
         found = []
+        if masks.size == 1:   # exact blocks: each block's candidates are one contiguous run
+            for shift, mask, values, order, sorted_hashes in tables:
+                w = (q >> shift) & mask
+                lo, hi = values.searchsorted(w, "left"), values.searchsorted(w, "right")
+                if hi > lo:
+                    found.append(order[lo:hi][np.bitwise_count(sorted_hashes[lo:hi] ^ q) <= radius])
+            return np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
         for shift, mask, values, order, sorted_hashes in tables:
             wanted = ((q >> shift) & mask) ^ masks
             lo, hi = np.searchsorted(values, wanted, "left"), np.searchsorted(values, wanted, "right")
