@@ -89,7 +89,8 @@ def _cmd_train(a) -> int:
     from curation.train.loop import TrainConfig, Trainer
     from curation.train.model import ModelConfig
     cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
-                      warmup_steps=min(a.warmup_steps, a.max_steps), seed=a.seed,
+                      warmup_steps=a.warmup_steps if a.warmup_steps is not None else max(1, min(20, a.max_steps // 10)),
+                      seed=a.seed,
                       checkpoint_every=a.checkpoint_every)
     trainer = Trainer(a.manifest, a.out, cfg, ModelConfig.tiny())
     resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=int, default=8)
     s.add_argument("--seq-length", type=int, default=256)
     s.add_argument("--lr", type=float, default=3e-3)
-    s.add_argument("--warmup-steps", type=int, default=20)
+    s.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of the steps, at most 20")
     s.add_argument("--checkpoint-every", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_cmd_train)

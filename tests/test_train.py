@@ -219,3 +219,13 @@ sources:
     assert [names[t] for t in markers] == ["turn_user", "end_of_turn", "turn_assistant", "end_of_turn",
                                            "turn_tool", "end_of_turn", "turn_assistant", "end_of_turn"]
     assert v.tokenizer.decode(toks[toks.index(v.marker("turn_tool")) + 1:][:1]) == "4"
+
+
+def test_warmup_stable_decay_schedule():
+    from curation.train.loop import TrainConfig, wsd_lr
+    cfg = TrainConfig(max_steps=100, lr=1.0, warmup_steps=10, decay_fraction=0.2)
+    lrs = [wsd_lr(s, cfg) for s in range(100)]
+    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])      # linear warmup
+    assert set(lrs[10:80]) == {1.0}                                            # stable
+    assert lrs[80:] == pytest.approx([1 - np.sqrt((s - 80 + 1) / 20) for s in range(80, 100)])   # 1 - sqrt
+    assert lrs[-1] == 0.0

@@ -54,10 +54,10 @@ class TrainConfig:
 
 def wsd_lr(step: int, cfg: TrainConfig) -> float:
     """Warmup-stable-decay: linear warmup, constant, then lr · (1 - sqrt(progress)) over the decay."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
     decay_steps = max(1, int(cfg.max_steps * cfg.decay_fraction))
     start = cfg.max_steps - decay_steps
+    if step < min(cfg.warmup_steps, start):   # the decay always keeps its share of the steps
+        return cfg.lr * (step + 1) / cfg.warmup_steps
     if step < start:
         return cfg.lr
     progress = min(1.0, (step - start + 1) / decay_steps)
