@@ -27,16 +27,28 @@ import torch.nn.functional as F
 from curation.sampling import plan_seed, sample_counts, save_counts
 
 
-def _heldout(manifest: dict, base: Path, ab) -> dict[str, list[int]]:
+def _heldout_sets(manifest: dict, base: Path, ab) -> dict[str, list[int]]:
+    """Document indices of each held-out set (in its source), drawn with a seed from the set's name."""
     from curation.shards import read_index
-    out: dict[str, list[int]] = {}
+    sets = {}
     for h in ab.heldout:
         entry = next(s for s in manifest["sources"] if s["name"] == h.source)
         _, lengths, _, _ = read_index(base / f"{entry['prefix']}.idx")
         seed = int.from_bytes(hashlib.sha256(f"heldout:{h.name}:{ab.seed}".encode()).digest()[:8], "little")
-        pick = np.random.default_rng(seed).permutation(lengths.size)[:min(h.documents, lengths.size)]
-        out.setdefault(h.source, []).extend(int(i) for i in pick)
-    return out
+        sets[h.name] = [int(i) for i in np.random.default_rng(seed).permutation(lengths.size)[:h.documents]]
+    return sets
+
+
+def _by_source(ab, sets: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Per source, the documents every candidate withholds: the union of its held-out sets."""
+    out: dict[str, set[int]] = {}
+    for h in ab.heldout:
+        out.setdefault(h.source, set()).update(sets[h.name])
+    return {source: sorted(docs) for source, docs in out.items()}
+
+
+def _heldout(manifest: dict, base: Path, ab) -> dict[str, list[int]]:
+    return _by_source(ab, _heldout_sets(manifest, base, ab))
 
 
 def candidate_manifest(result, stage_name: str, name: str, mixture: dict, withheld: dict[str, list[int]],
@@ -114,7 +126,8 @@ def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, worker
         from curation.errors import RecipeError
         raise RecipeError(f"{recipe_path}: no `ablation:` section; declare candidates and held-out sets")
     manifest = json.loads((out / "manifests" / f"{ab.stage}.json").read_text())
-    withheld = _heldout(manifest, out / "manifests", ab)
+    sets = _heldout_sets(manifest, out / "manifests", ab)
+    withheld = _by_source(ab, sets)
     tokenizer = result.plan.vocab.tokenizer
     results = []
     for name, mixture in ab.candidates.items():
@@ -131,8 +144,7 @@ def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, worker
         bpb = {}
         for h in ab.heldout:
             entry = next(s for s in trainer.manifest["sources"] if s["name"] == h.source)
-            docs = [d for d in withheld[h.source]][:h.documents]
-            bpb[h.name] = bits_per_byte(trainer, folder / entry["prefix"], docs, tokenizer)
+            bpb[h.name] = bits_per_byte(trainer, folder / entry["prefix"], sets[h.name], tokenizer)
         shares = {s["name"]: s["share"] for s in trainer.manifest["sources"]}
         results.append({"candidate": name, "shares": shares, "bpb": bpb,
                         "curve": [[r["step"], r["loss"]] for r in history]})
