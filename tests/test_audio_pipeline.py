@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import shutil
 import signal
 
@@ -12,8 +10,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.killing import killed_worker, tokenize_shard
 
 RECIPE = REPO / "recipes" / "audio.yaml"
+CODEC = "curation.audio.codec:WavTokenizerEncoder"
 
 
 def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
@@ -89,29 +89,6 @@ def test_audio_recipe_end_to_end(tmp_path):
     assert [dict(r, run=None) for r in b.rows["audio"]] == [dict(r, run=None) for r in a.rows["audio"]]
 
 
-def _tokenize_shard(out, source, kill_at_batch):
-    """One tokenize task in this process; SIGKILL ourselves when the codec starts batch `kill_at_batch`."""
-    import torch
-
-    from curation.audio.codec import WavTokenizerEncoder
-    from curation.run import load_plan
-    from curation.runtime import tasks
-    torch.set_num_threads(1)
-    calls = []
-    encode = WavTokenizerEncoder.encode
-
-    def counting(self, wave):
-        calls.append(wave.shape[0])
-        if len(calls) == kill_at_batch:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return encode(self, wave)
-
-    WavTokenizerEncoder.encode = counting
-    [node] = [n for n in load_plan(RECIPE).tokenize if n.source == source]
-    tasks.run_tokenize(str(out), node.key, node.fingerprint, node.spec)
-    return len(calls)
-
-
 @pytest.mark.slow
 def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
     from curation.run import run
@@ -122,15 +99,12 @@ def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
                    b / "work" / "markers" / "merge" / "speech.json"]:
         marker.unlink()
     shutil.rmtree(b / "tokenized" / "speech")
-    child = multiprocessing.get_context("spawn").Process(target=_tokenize_shard, args=(b, "speech", 3))
-    child.start()
-    child.join(timeout=300)
-    assert child.exitcode == -signal.SIGKILL
+    assert killed_worker(RECIPE, b, "speech", CODEC, 3) == -signal.SIGKILL
     saved = sorted((b / "tokenized" / "speech" / "parts").glob("*.codes/*.npz"))
     assert len(saved) == 2                                            # batches 1 and 2 were checkpointed
     [marker] = [json.loads(p.read_text()) for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "speech").glob("*.json")]
     batches = marker["audio"]["batches"]
-    assert batches >= 3 and _tokenize_shard(b, "speech", 0) == batches - 2   # only the rest re-encoded
+    assert batches >= 3 and tokenize_shard(RECIPE, b, "speech", CODEC) == batches - 2   # only the rest re-encoded
     assert not list((b / "tokenized" / "speech" / "parts").glob("*.codes"))  # checkpoints gone once complete
     run(RECIPE, b, workers=1, progress=False)
     for ext in ("bin", "idx"):

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import shutil
 import signal
 
@@ -11,6 +9,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.killing import killed_worker, tokenize_shard
+
+CODEC = "curation.images.codec:IBQEncoder"
 
 
 def _recipe(tmp_path):
@@ -20,27 +21,6 @@ def _recipe(tmp_path):
     path = tmp_path / "images.yaml"
     path.write_text(text)
     return path
-
-
-def _tokenize_shard(recipe, out, source, kill_at_batch):
-    """Run one tokenize task in this process; with `kill_at_batch`, SIGKILL ourselves when the codec
-    is called for that batch (1-based): the worker dies mid-task, as under the OOM killer."""
-    from curation.images.codec import IBQEncoder
-    from curation.run import load_plan
-    from curation.runtime import tasks
-    calls = []
-    encode = IBQEncoder.encode
-
-    def counting(self, pixels):
-        calls.append(len(pixels))
-        if len(calls) == kill_at_batch:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return encode(self, pixels)
-
-    IBQEncoder.encode = counting
-    [node] = [n for n in load_plan(recipe).tokenize if n.source == source]
-    tasks.run_tokenize(str(out), node.key, node.fingerprint, node.spec)
-    return len(calls)
 
 
 def test_resumable_writer_drops_a_half_written_batch_and_restarts_on_a_new_fingerprint(tmp_path):
@@ -76,14 +56,10 @@ def test_killed_image_worker_resumes_from_its_last_batch_and_writes_the_same_sha
     for f in (b / "tokenized" / "captioned").rglob("*"):
         if f.is_file():
             f.unlink()
-    ctx = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=_tokenize_shard, args=(recipe, b, "captioned", 3))
-    child.start()
-    child.join(timeout=300)
-    assert child.exitcode == -signal.SIGKILL
+    assert killed_worker(recipe, b, "captioned", CODEC, 3) == -signal.SIGKILL
     [ckpt] = (b / "tokenized" / "captioned" / "parts").glob("*.ckpt.json")
     assert json.loads(ckpt.read_text())["batches"] == 2   # two batches written before the kill
-    total = _tokenize_shard(recipe, b, "captioned", kill_at_batch=0)
+    total = tokenize_shard(recipe, b, "captioned", CODEC)
     [expected] = [json.loads(p.read_text())
                   for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "captioned").glob("*.json")]
     batches = expected["stats"][-1]["notes"]["batches"]

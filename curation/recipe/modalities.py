@@ -1,0 +1,59 @@
+"""Settings of image and audio sources, and of SFT sources with reasoning spans (part of the recipe schema)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from curation.recipe.base import Strict
+
+
+class Images(Strict):
+    """Image samples: validation, the dedup domain, and how they are tokenized."""
+    min_side: int = Field(default=32, ge=1)        # shorter images are dropped (`image_too_small`)
+    domain: str = "natural"                         # selects the pHash dedup radius (`image_dedup`)
+    phash_reduce: int = Field(default=32, ge=8)     # pHash input size; smaller for satellite imagery
+    area: int = Field(default=256 * 256, ge=256)    # pixels after resizing (tokens ≈ area / 256)
+    caption: Literal["before", "after", "none"] = "after"
+    # codes per encoder batch (one image shape per batch); a checkpoint is written after each batch
+    batch_tokens: int = Field(default=16384, ge=1)
+
+    @model_validator(mode="after")
+    def _batch_holds_an_image(self):
+        if self.batch_tokens < 2 * self.area // 256:
+            raise ValueError(f"batch_tokens {self.batch_tokens} cannot hold one image of area {self.area} "
+                             f"(about {self.area // 256} codes; allow at least {2 * self.area // 256})")
+        return self
+
+
+class Audio(Strict):
+    """Audio clips: the manifest's fields, the checks of ingest, and how clips are tokenized.
+
+    A manifest line names one clip: `audio_field` (a file relative to the manifest), and optionally
+    the transcript (`input.text_field`), `recording_field` + `order_field` (clips of one recording in
+    order: consecutive transcribed clips are interleaved with their transcripts), `start_field` /
+    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`."""
+    audio_field: str = "audio"
+    recording_field: str = "recording"
+    order_field: str = "order"
+    start_field: str = "start"
+    end_field: str = "end"
+    speaker_field: str = "speaker"
+    language_field: str = "language"
+    min_seconds: float = Field(default=0.5, gt=0)     # shorter clips: quarantined (`too_short`)
+    max_seconds: float = Field(default=120.0, gt=0)   # longer clips: quarantined (`too_long`)
+    silence_dbfs: float = -50.0                       # a clip whose peak is below this is `silent`
+    # transcript length per second of audio outside [min, max] characters: `transcript_mismatch`
+    chars_per_second: tuple[float, float] = (4.0, 30.0)
+    max_batch_seconds: float = Field(default=120.0, gt=0)   # total padded audio per encoder batch
+    interleave: bool = True           # consecutive transcribed clips → interleaved speech-text sequences
+    # near duplicates: spectral-fingerprint bit error rate over 1.5 s or more (stricter for shorter
+    # overlaps, see curation.audio.dedup); null: exact duplicates only
+    near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)
+
+
+class Reasoning(Strict):
+    """SFT-style data with reasoning spans: the merge also writes `<source>.no_reasoning` (same
+    documents, each span from `start` to `end` inclusive removed, then re-tokenized)."""
+    start: str = "<think>"
+    end: str = "</think>"
