@@ -30,7 +30,7 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """The demo recipe run once with two workers; tests must not modify its output."""
-    from curation.run import run
+    from curation.commands.run import run
     out = tmp_path_factory.mktemp("demo-w2")
     return run(DEMO, out, workers=2, progress=False)
 

@@ -12,7 +12,7 @@ def tokenize_shard(recipe, out, source: str, codec: str, kill_at_batch: int = 0)
     `encode` calls and SIGKILLs the process at call `kill_at_batch` (1-based; 0: never). Returns the calls."""
     import torch
 
-    from curation.run import load_plan
+    from curation.commands.run import load_plan
     from curation.runtime import tasks
     torch.set_num_threads(1)   # as in a Ray worker (OMP_NUM_THREADS=1): float sums, hence codes, match
     module, name = codec.split(":")

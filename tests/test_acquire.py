@@ -22,7 +22,7 @@ def page(i: int) -> bytes:
 
 @pytest.mark.slow
 def test_run_acquires_urls_archives_and_snapshots(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
 
     good = Server("127.0.0.2", {"/a": lambda s: (200, {"Content-Type": "text/html"}, page(1)),
                                 "/b": lambda s: (200, {"Content-Type": "text/html"}, page(2)),
@@ -102,7 +102,7 @@ def test_acquisition_demo_recipe(tmp_path):
     """recipes/acquisition.yaml with its loopback site: every adapter, all four feed formats."""
     import importlib.util
 
-    from curation.run import run
+    from curation.commands.run import run
     from tests.conftest import REPO
 
     spec = importlib.util.spec_from_file_location("serve", REPO / "recipes" / "acquisition" / "serve.py")
@@ -160,7 +160,7 @@ sources:
 def test_parquet_metadata_of_any_type_is_kept(tmp_path):
     import datetime
 
-    from curation.run import run
+    from curation.commands.run import run
     pq.write_table(pa.table({"id": ["x", "y"], "text": [english_doc(1), english_doc(2)],
                              "crawled": [datetime.datetime(2024, 1, 2, 3, 4, 5)] * 2}), tmp_path / "d.parquet")
     (tmp_path / "r.yaml").write_text(f"""name: t

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from curation.audio.codec import CODEBOOK_KEY, PREFIX, PUBLISHED, WavTokenizerEncoder, load_audio_codec
+from curation.steps.audio.codec import CODEBOOK_KEY, PREFIX, PUBLISHED, WavTokenizerEncoder, load_audio_codec
 from curation.errors import InputError
 from tests.conftest import REPO, VOCAB
 
@@ -178,7 +178,7 @@ def test_published_lightning_config_gives_the_published_encoder(tmp_path):
         "class_path": "decoder.feature_extractors.EncodecFeatures",
         "init_args": {"encodec_model": "encodec_24khz", "bandwidths": [6.6] * 4, "num_quantizers": 1,
                       "dowmsamples": [6, 5, 5, 4], "vq_bins": 4096, "vq_kmeans": 200}}}}}))
-    from curation.audio.codec import _checkpoint_config
+    from curation.steps.audio.codec import _checkpoint_config
     cfg = _checkpoint_config(yaml.safe_load((tmp_path / "config.yaml").read_text()), tmp_path / "config.yaml")
     model = WavTokenizerEncoder(cfg)
     assert model.config["hop"] == 600 and model.config["n_codes"] == 4096

@@ -1,4 +1,4 @@
-"""Audio dedup (curation.audio.dedup): exact PCM hash, spectral fingerprints, index, clusters.
+"""Audio dedup (curation.steps.audio.fingerprint): exact PCM hash, spectral fingerprints, index, clusters.
 
 Synthetic signals (random note sequences, chirps, noise bursts) are made here; the real-clip tests
 run only where ../shared/data/audio exists and are skipped with that reason otherwise.
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.audio import dedup as D
+from curation.steps.audio import fingerprint as D
 
 SR = 24_000
 AUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "audio"

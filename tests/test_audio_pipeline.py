@@ -13,7 +13,7 @@ from tests.conftest import REPO
 from tests.killing import killed_worker, tokenize_shard
 
 RECIPE = REPO / "recipes" / "audio.yaml"
-CODEC = "curation.audio.codec:WavTokenizerEncoder"
+CODEC = "curation.steps.audio.codec:WavTokenizerEncoder"
 
 
 def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
@@ -46,9 +46,9 @@ def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
 def test_audio_recipe_end_to_end(tmp_path):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
-    from curation.run import run
+    from curation.commands.run import run
     from curation.shards import read_index, read_tokens
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
 
     a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
@@ -91,7 +91,7 @@ def test_audio_recipe_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     run(RECIPE, tmp_path / "a", workers=1, progress=False)
     shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
     b = tmp_path / "b"
@@ -116,7 +116,7 @@ def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
 def test_transcript_in_a_benchmark_removes_only_that_clip(tmp_path):
     """Decontamination covers audio transcripts: the clip whose transcript is a benchmark item goes,
     by id; its recording's run splits there, and nothing else of the source is removed."""
-    from curation.run import run
+    from curation.commands.run import run
     lines = (REPO / "recipes" / "audio" / "speech" / "speech.jsonl").read_text().splitlines()
     transcripts = {json.loads(line)["audio"]: json.loads(line)["text"] for line in lines}
     (tmp_path / "bench.jsonl").write_text(json.dumps({"id": "q1", "question": transcripts["LJ001-0003.ogg"]}) + "\n")
@@ -139,7 +139,7 @@ decontamination:
 def test_audio_folder_with_sidecar_transcripts(tmp_path):
     """A folder of clips (sub-folder = recording, sorted names = order, `.txt` = transcript) is acquired
     into raw/ with a clip manifest and runs like any manifest."""
-    from curation.run import run
+    from curation.commands.run import run
     lines = [json.loads(x) for x in (REPO / "recipes" / "audio" / "speech" / "speech.jsonl").read_text().splitlines()]
     chapter = tmp_path / "clips" / "LJ001"
     chapter.mkdir(parents=True)
@@ -169,12 +169,12 @@ def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
     """Sequences longer than the stage-2 limit are written to `<source>.long_context`, the rest stay."""
     import pyarrow.parquet as pq
 
-    from curation.audio.codec import load_audio_codec
-    from curation.audio.tokenize import AudioTokenizer
-    from curation.run import run
+    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.tokenize import AudioTokenizer
+    from curation.commands.run import run
     from curation.shards import IndexedWriter, read_index
-    from curation.steps.base import Record
-    from curation.vocab import Vocabulary
+    from curation.core.record import Record
+    from curation.core.vocab import Vocabulary
     run(RECIPE, tmp_path / "w", workers=1, progress=False)
     [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
     ids = pq.read_table(table, columns=["id"]).column("id").to_pylist()

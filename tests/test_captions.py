@@ -1,6 +1,6 @@
 import pytest
 
-from curation.images.captions import caption_problem
+from curation.steps.image.captions import caption_problem
 
 
 @pytest.mark.parametrize("text, problem", [

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from curation.cli import main
+from curation.commands.cli import main
 from tests.conftest import DEMO, english_doc, make_recipe, write_jsonl
 
 

@@ -1,7 +1,7 @@
 """A real two-node Ray cluster on loopback: `--address` gives the same bytes as the embedded run."""
 import pytest
 
-from curation.run import run
+from curation.commands.run import run
 from tests.conftest import DEMO
 from tests.test_pipeline import _files, _ledger_rows
 
@@ -39,7 +39,7 @@ def test_cluster_run_matches_embedded_run(two_node_cluster, demo_run, tmp_path):
 
 def test_cluster_tasks_ran_on_both_nodes(two_node_cluster):
     import ray
-    from curation.runtime.ray_runtime import RayRuntime
+    from curation.runtime.ray_executor import RayRuntime
 
     def where(_):
         import time

@@ -8,7 +8,7 @@ import yaml
 from PIL import Image
 
 from curation.errors import InputError
-from curation.images.codec import IBQEncoder, layout, target_size, to_pixels
+from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
 from tests.conftest import REPO, VOCAB
 
 CONFIG = yaml.safe_load((REPO / "tokenizers" / "curate-demo-ibq.yaml").read_text())
@@ -69,7 +69,7 @@ def test_checkpoint_loads_weights_only(encoder, tmp_path):
 
 @pytest.mark.parametrize("end_of_row, eor_count", [("between", 3), ("after_each", 4)])
 def test_sequence_layouts(tmp_path, end_of_row, eor_count):
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
     spec = yaml.safe_load(VOCAB.read_text())
     spec["text_tokenizer"] = str((VOCAB.parent / spec["text_tokenizer"]).resolve())
     spec["image_layout"] = {"end_of_row": end_of_row, "end_of_frame": end_of_row == "after_each"}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from curation.compliance.licences import LicencePolicy, licence_class
-from curation.steps.base import Record
+from curation.steps.compliance.licences import LicencePolicy, licence_class
+from curation.core.record import Record
 from tests.conftest import VOCAB, english_doc, write_jsonl
 
 
@@ -27,7 +27,7 @@ def test_record_licence_field_overrides_the_source_class():
 
 
 def test_composite_collection_keeps_approved_constituents():
-    from curation.compliance.licences import ApprovedConstituents
+    from curation.steps.compliance.licences import ApprovedConstituents
     step = ApprovedConstituents("subset", ["wiki", "books"], source="s")
     records = [Record(str(i), "s", "x", {"subset": sub}) for i, sub in enumerate(["wiki", "forum", None, "books"])]
     assert [r.id for r in step.run(records)] == ["0", "3"]
@@ -36,7 +36,7 @@ def test_composite_collection_keeps_approved_constituents():
 
 @pytest.mark.slow
 def test_compliance_end_to_end(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
 
     docs = lambda prefix, n, **meta: [{"id": f"{prefix}{i}", "text": english_doc(i), **meta} for i in range(n)]  # noqa: E731
     write_jsonl(tmp_path / "nc.jsonl", docs("nc", 3))

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from curation.decont.benchmarks import Item, load_items
-from curation.decont.index import build_index, match, overlap_words
-from curation.steps.minhash import Shingler
+from curation.corpus.decont.benchmarks import Item, load_items
+from curation.corpus.decont.index import build_index, match, overlap_words
+from curation.steps.text.minhash import Shingler
 from tests.conftest import VOCAB, english_doc, write_jsonl
 
 QUESTIONS = [
@@ -66,7 +66,7 @@ sources:
 @pytest.mark.slow
 def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
     from curation.errors import DecontaminationGuard
-    from curation.run import run
+    from curation.commands.run import run
 
     (tmp_path / "gsm.jsonl").write_text("".join(json.dumps({"idx": i, "question": q, "answer": "#### 42"}) + "\n"
                                                 for i, q in enumerate(QUESTIONS)))
@@ -101,7 +101,7 @@ def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
 
 def test_a_flagged_sample_removes_only_itself(tmp_path):
     """The Apertus 1.5 §3.4 incident: one flagged sample must never take its dataset (or namesakes) with it."""
-    from curation.runtime.decont_tasks import removed_ids
+    from curation.corpus.decont.phase import removed_ids
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -111,8 +111,8 @@ def test_a_flagged_sample_removes_only_itself(tmp_path):
     assert removed_ids(tmp_path, "web", "00001") == {"x7": "contaminated:gsm"}
     assert removed_ids(tmp_path, "web", "00000") == {}      # same source, other shard
     assert removed_ids(tmp_path, "forum", "00001") == {}    # another source holding an id "x7"
-    from curation.steps.base import Record
-    from curation.steps.dedup_exact import DropListed
+    from curation.core.record import Record
+    from curation.steps.droplist import DropListed
     step = DropListed("decontaminate", removed_ids(tmp_path, "web", "00001"), source="web")
     kept = list(step.run(Record(f"x{i}", "web", "t") for i in range(100)))
     assert len(kept) == 99 and "x7" not in {r.id for r in kept}
@@ -131,7 +131,7 @@ def test_precision_and_recall_on_planted_contamination(tmp_path):
     import gzip
     import random
 
-    from curation.decont.benchmarks import load_items
+    from curation.corpus.decont.benchmarks import load_items
     from tests.conftest import REPO
 
     bench = REPO / "recipes" / "demo" / "benchmarks"

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from curation.decont.hamming import HammingIndex, brute_force
+from curation.core.hamming import HammingIndex, brute_force
 
 
 def _near(rng, h: int, d: int) -> int:

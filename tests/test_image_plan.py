@@ -7,8 +7,8 @@ import tarfile
 import numpy as np
 from PIL import Image
 
-from curation.images.plan import plan, resized
-from curation.images.scan import scan_tar
+from curation.steps.image.plan import plan, resized
+from curation.steps.image.scan import scan_tar
 
 
 def _tar(path, images: dict[str, Image.Image], captions: dict[str, str]):
@@ -65,7 +65,7 @@ def test_plan_batches_are_shape_uniform_within_budget_and_windows_snap_to_docume
 
 
 def test_fast_headers_agree_with_pil():
-    from curation.images.scan import _fast_header
+    from curation.steps.image.scan import _fast_header
     for fmt, mode, size in (("PNG", "RGB", (31, 7)), ("JPEG", "RGB", (640, 33)), ("JPEG", "L", (5, 900)),
                             ("GIF", "P", (12, 34)), ("JPEG", "CMYK", (70, 50))):
         buf = io.BytesIO()

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REPO
 from tests.killing import killed_worker, tokenize_shard
 
-CODEC = "curation.images.codec:IBQEncoder"
+CODEC = "curation.steps.image.codec:IBQEncoder"
 
 
 def _recipe(tmp_path):
@@ -44,7 +44,7 @@ def test_resumable_writer_drops_a_half_written_batch_and_restarts_on_a_new_finge
 
 @pytest.mark.slow
 def test_killed_image_worker_resumes_from_its_last_batch_and_writes_the_same_shards(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     recipe = _recipe(tmp_path)
     run(recipe, tmp_path / "a", workers=1, progress=False)
     shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)

@@ -39,7 +39,7 @@ def test_folder_packing_is_deterministic_and_keeps_sidecars(tmp_path):
 
 @pytest.mark.slow
 def test_image_folder_and_url_list_sources_run_end_to_end(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     imgs = _demo_images(5)
     folder = tmp_path / "photos"
     folder.mkdir()

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from curation.decont.images import match_images
+from curation.corpus.decont.images import match_images
 from curation.errors import RecordError
-from curation.images.decode import decode
-from curation.images.phash import distance, phash64
+from curation.steps.image.decode import decode
+from curation.steps.image.phash import distance, phash64
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "images"
 

@@ -10,9 +10,9 @@ RECIPE = REPO / "recipes" / "images.yaml"
 
 @pytest.mark.slow
 def test_image_recipe_end_to_end(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     from curation.shards import read_index, read_tokens
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
 
     a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
@@ -40,7 +40,7 @@ def test_image_recipe_end_to_end(tmp_path):
 
 def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
     from curation.errors import RecipeError
-    from curation.run import load_plan
+    from curation.commands.run import load_plan
     text = RECIPE.read_text()
     (tmp_path / "images").symlink_to(REPO / "recipes" / "images")
     (tmp_path / "r.yaml").write_text(text.replace("image_tokenizer: ../tokenizers/curate-demo-ibq.yaml\n", "")
@@ -62,7 +62,7 @@ def test_image_decontamination_removes_the_benchmark_image(tmp_path):
 
     from PIL import Image
 
-    from curation.run import run
+    from curation.commands.run import run
 
     with tarfile.open(REPO / "recipes" / "images" / "shards" / "captioned-00000.tar") as tar:
         camera = Image.open(io.BytesIO(tar.extractfile("0001.jpg").read()))
@@ -90,7 +90,7 @@ def test_parquet_image_source_as_in_a_dataset_snapshot(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from curation.run import run
+    from curation.commands.run import run
 
     with tarfile.open(REPO / "recipes" / "images" / "shards" / "captioned-00000.tar") as tar:
         jpgs = [tar.extractfile(f"{i:04d}.jpg").read() for i in range(3)]

@@ -1,4 +1,4 @@
-"""Interleaved speech-text sequences (curation/audio/interleave.py, Apertus 1.5 2.2.4).
+"""Interleaved speech-text sequences (curation/steps/audio/interleave.py, Apertus 1.5 2.2.4).
 
 The sequences are checked by parsing their tokens back into segments, independently of the
 `layout` the builder reports, and matching each segment to its clip by content.
@@ -12,9 +12,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from curation.audio.interleave import (MAX_LEN, Clip, audio_tokens, build, interleave, runs,
+from curation.steps.audio.interleave import (MAX_LEN, Clip, audio_tokens, build, interleave, runs,
                                        transcription)
-from curation.vocab import Vocabulary
+from curation.core.vocab import Vocabulary
 from tests.conftest import VOCAB
 
 

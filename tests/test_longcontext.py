@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from curation.longcontext import best_fit_decreasing, fill_buckets
-from curation.mixture import plan_recipe
+from curation.mixture.longcontext import best_fit_decreasing, fill_buckets
+from curation.mixture.planning import plan_recipe
 from curation.recipe.schema import Recipe
 
 LENGTHS = {"de": np.array([100, 300, 700, 900, 50]), "en": np.array([800, 1000, 200, 120, 60])}

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from curation.recipe.schema import MinHashDedup
-from curation.runtime.minhash_tasks import bucket_edges, components
-from curation.steps.minhash import (Shingler, band_keys, candidate_probability, params_for_threshold,
-                                    permutations, signature)
+from curation.core.graph import components
+from curation.corpus.minhash import bucket_edges
+from curation.recipe.lsh import candidate_probability, params_for_threshold
+from curation.steps.text.minhash import Shingler, band_keys, permutations, signature
 from tests.conftest import REPO
 
 SHINGLES = Shingler(5)
@@ -129,7 +130,7 @@ def _docs(prefix: str, texts: list[str]) -> list[dict]:
 def test_incremental_dedup_against_an_earlier_run(tmp_path):
     from curation.errors import RecipeError
     from curation.recipe import load_recipe
-    from curation.run import run
+    from curation.commands.run import run
     from tests.conftest import make_recipe, write_jsonl
 
     originals = _demo_docs(12)
@@ -155,15 +156,16 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
     mismatched = make_recipe(tmp_path / "new", {"web": [tmp_path / "new" / "b.jsonl"]},
                              extra=f"dedup: {{minhash: {{ngram: 3, index: [{tmp_path / 'out-old'}]}}}}")
     with pytest.raises(RecipeError, match="the settings must match"):
-        from curation.run import load_plan
+        from curation.commands.run import load_plan
         load_plan(mismatched)
     assert load_recipe(second).recipe.dedup.minhash.index
 
 
 def test_band_partitions_give_the_same_edges(tmp_path):
     """Splitting a band by hash range (the shuffle) changes which task finds an edge, never the edges."""
-    from curation.runtime.minhash_tasks import edges_path, run_band, sig_path
-    from curation.sampling import save_array
+    from curation.core.layout import edges_path, sig_path
+    from curation.corpus.minhash import run_band
+    from curation.core.atomic import save_array
 
     rng = np.random.default_rng(0)
     shards = [("a", "0"), ("a", "1"), ("b", "0")]

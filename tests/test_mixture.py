@@ -2,8 +2,8 @@
 import pytest
 from pydantic import ValidationError
 
-from curation.manifests import stage_fingerprint
-from curation.mixture import plan_stage
+from curation.mixture.manifests import stage_fingerprint
+from curation.mixture.planning import plan_stage
 from curation.recipe.schema import Recipe
 
 
@@ -114,7 +114,7 @@ def test_stage_fingerprint_freezes_the_source_list():
 
 
 def test_sources_row_says_why_a_source_is_excluded():
-    from curation.mixture import mark_inclusion
+    from curation.mixture.planning import mark_inclusion
 
     r = _recipe([{"name": "a", "budget_tokens": 100, "mixture": {"en": {"weight": 1}, "de": {"epochs": 0}}},
                  {"name": "b", "budget_tokens": 100, "mixture": {"en": {"weight": 1}}}])
@@ -129,7 +129,7 @@ def test_sources_row_says_why_a_source_is_excluded():
 
 
 def test_manifests_of_removed_stages_are_deleted(tmp_path):
-    from curation.manifests import FORMAT, _remove_stale
+    from curation.mixture.manifests import FORMAT, _remove_stale
 
     (tmp_path / "plans" / "old").mkdir(parents=True)
     (tmp_path / "plans" / "keep").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Retroactive robots.txt opt-out (curation/compliance/optout.py): snapshot folders built in tmp_path."""
+"""Retroactive robots.txt opt-out (curation/steps/compliance/optout.py): snapshot folders built in tmp_path."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.compliance.optout import (
+from curation.steps.compliance.optout import (
     DEFAULT_AGENTS,
     REASON_OPT_OUT,
     Decision,
@@ -236,7 +236,7 @@ def test_url_without_host_is_a_record_error(index: OptOutIndex):
 
 
 def test_parser_exception_is_recorded_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import curation.compliance.optout as optout
+    import curation.steps.compliance.optout as optout
 
     real_parse = optout.Protego.parse
 

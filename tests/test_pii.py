@@ -3,8 +3,8 @@ from collections import Counter
 import pytest
 
 from curation.errors import RecipeError
-from curation.steps.base import QuarantineSink, Record
-from curation.steps.pii import PIIRedactor, iban_valid, redact
+from curation.core.record import QuarantineSink, Record
+from curation.steps.text.pii import PIIRedactor, iban_valid, redact
 
 
 def test_emails_are_replaced_and_counted():

@@ -11,9 +11,9 @@ import pytest
 from curation.errors import ConservationError, VerifyError
 from curation.ledger import query
 from curation.ledger.tables import check_conservation
-from curation.manifests import megatron_blend, verify_manifest
-from curation.run import run
-from curation.steps.base import StepStats
+from curation.mixture.manifests import megatron_blend, verify_manifest
+from curation.commands.run import run
+from curation.core.record import StepStats
 from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
 
 pytestmark = pytest.mark.slow

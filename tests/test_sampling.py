@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from curation.merkle import merkle_root
-from curation.sampling import plan_seed, sample_counts
+from curation.mixture.merkle import merkle_root
+from curation.mixture.sampling import plan_seed, sample_counts
 
 
 def test_counts_match_planned_epochs_within_half_a_document():
@@ -43,7 +43,7 @@ def test_verify_checks_plans_ledger_and_root(demo_run, tmp_path):
     import pyarrow.parquet as pq
 
     from curation.errors import VerifyError
-    from curation.manifests import verify_manifest
+    from curation.mixture.manifests import verify_manifest
 
     out = tmp_path / "o"
     shutil.copytree(demo_run.out, out)

@@ -5,11 +5,12 @@ import pytest
 
 from curation.errors import StepFailed
 from curation.recipe import schema
-from curation.steps.base import Drop, Filter, QuarantineSink, Record
-from curation.steps.dedup_exact import ExactDedup, content_hash, resolve_duplicates
-from curation.steps.filters import DatatroveFilter, LanguageFilter, LengthFilter
-from curation.steps.normalize import Normalize
-from curation.steps.read import JsonlReader
+from curation.core.record import Drop, QuarantineSink, Record
+from curation.steps.base import Filter
+from curation.steps.droplist import ExactDedup, content_hash, resolve_duplicates
+from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
+from curation.steps.text.normalize import Normalize
+from curation.steps.text.read import JsonlReader
 from tests.conftest import english_doc
 
 
@@ -141,7 +142,7 @@ def test_exact_dedup_keeps_first_in_canonical_order():
 
 
 def test_url_dedup_drops_recrawls_of_the_same_page():
-    from curation.urls import normalize_url
+    from curation.core.urls import normalize_url
 
     assert normalize_url("HTTPS://Example.COM:443/a?b=1#frag") == "https://example.com/a?b=1"
     assert normalize_url("http://example.com") == "http://example.com/"
@@ -174,7 +175,7 @@ def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
     import shutil
 
     from curation.errors import RecipeError
-    from curation.steps.filters import bundled_lid_model
+    from curation.steps.text.filters import bundled_lid_model
 
     shutil.copy(bundled_lid_model(), tmp_path / "lid.ftz")
     cfg = schema.LanguageFilter(type="language", languages=["en"], model="lid.ftz")
@@ -186,7 +187,7 @@ def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
 
 
 def test_conversations_are_read_with_all_turns(tmp_path):
-    from curation.steps.read import JsonlReader
+    from curation.steps.text.read import JsonlReader
     path = tmp_path / "chat.jsonl"
     rows = [{"id": "a", "messages": [{"role": "user", "content": "Question?"}, {"role": "assistant", "content": "Answer."}]},
             {"id": "b", "messages": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},

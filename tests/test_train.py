@@ -59,7 +59,7 @@ def test_shares_agree_with_megatron_cores_blended_dataset(demo_run):
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
-    from curation.manifests import megatron_blend
+    from curation.mixture.manifests import megatron_blend
     from curation.train.data import ManifestData
 
     class Tok:
@@ -93,7 +93,7 @@ def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
 
 def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_copy, tmp_path):
     from curation.ledger import query
-    from curation.manifests import verify_manifest
+    from curation.mixture.manifests import verify_manifest
     manifest = demo_copy / "manifests" / "stage1.json"
     torch.set_num_threads(1)
     full = _trainer(manifest, tmp_path / "full", write_back=False).train(log=None)
@@ -115,7 +115,7 @@ def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_co
 
 def test_targets_follow_the_stage_rules():
     from curation.train.targets import TargetRules
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
     v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
              "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
@@ -142,7 +142,7 @@ def test_targets_follow_the_stage_rules():
 
 @pytest.mark.slow
 def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", workers=1, progress=False)
     t = _trainer(res.manifests[0], tmp_path / "t", steps=2)
     assert t.manifest["training"]["targets"] == "all"
@@ -155,7 +155,7 @@ def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
 @pytest.mark.slow
 def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
     """Same seed and steps for every candidate, held-out documents withheld from all, ranks by bits/byte."""
-    from curation.train.ablate import ablate
+    from curation.commands.ablate import ablate
     from curation.train.model import ModelConfig
     out = tmp_path / "demo"
     shutil.copytree(demo_run.out, out, symlinks=True)
@@ -168,8 +168,8 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
         assert len(r["curve"]) == 3
     ranks = [r["average_rank"] for r in summary["candidates"]]
     assert ranks == sorted(ranks)
-    from curation.run import load_plan
-    from curation.train.ablate import _heldout
+    from curation.commands.run import load_plan
+    from curation.commands.ablate import _heldout
     ab = load_plan(REPO / "recipes" / "demo.yaml").recipe.recipe.ablation
     withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
     assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
@@ -181,7 +181,7 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
 
 def test_sft_targets_are_assistant_turns_only():
     from curation.train.targets import TargetRules
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
     v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
              "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
@@ -194,9 +194,9 @@ def test_sft_targets_are_assistant_turns_only():
 
 @pytest.mark.slow
 def test_sft_conversations_keep_their_turns_into_the_shards(tmp_path):
-    from curation.run import run
+    from curation.commands.run import run
     from curation.shards import read_tokens
-    from curation.vocab import Vocabulary
+    from curation.core.vocab import Vocabulary
     from tests.conftest import VOCAB, write_jsonl
     conv = [{"role": "user", "content": "What is two plus two?"},
             {"role": "assistant", "content": "Let me check with the calculator."},

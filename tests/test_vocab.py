@@ -1,4 +1,4 @@
-from curation.vocab import Vocabulary
+from curation.core.vocab import Vocabulary
 from tests.conftest import VOCAB
 
 

@@ -7,7 +7,7 @@ from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, G
                                         GopherRepetitionFilter)
 from datatrove.utils.word_tokenizers import SpaCyTokenizer
 
-from curation.steps.word_cache import _OnePass, share_spacy_passes
+from curation.steps.text.word_cache import _OnePass, share_spacy_passes
 from tests.conftest import REPO
 
 

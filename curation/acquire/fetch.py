@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 from curation.acquire.netguard import Guard
-from curation.urls import ascii_host
+from curation.core.urls import ascii_host
 
 REDIRECTS = (301, 302, 303, 307, 308)
 TOO_LARGE = -1  # pseudo status: the body exceeded max_bytes (not retried)

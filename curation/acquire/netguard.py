@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from curation.errors import InputError
-from curation.urls import ascii_host, normalize_url
+from curation.core.urls import ascii_host, normalize_url
 
 Resolver = Callable[[str], list[str]]
 FEED_FORMATS = ("firehol", "spamhaus", "urlhaus", "hosts")

@@ -1,5 +1,5 @@
 """Image folders and downloaded image URLs become WebDataset tars in `raw/<source>/`, so every image
-source is read by one reader (`curation.images.read.WebDatasetReader`).
+source is read by one reader (`curation.steps.image.read.WebDatasetReader`).
 
 A sample is `<key>.<ext>` (the image bytes, unchanged), `<key>.json` (metadata: for a folder, the
 file name and a sidecar `<stem>.json`'s fields; for a URL list, the entry's fields plus `url`,
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from curation.errors import InputError
-from curation.images.scan import IMAGE_EXTS
+from curation.core.media import IMAGE_EXTS
 
 TAR_NAME = "images-{:05d}.tar"
 

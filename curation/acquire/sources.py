@@ -31,13 +31,11 @@ import shutil
 from pathlib import Path, PurePosixPath
 
 from curation.errors import InputError
-from curation.recipe.load import LoadedRecipe, fingerprint, sha256_file
+from curation.core.hashing import fingerprint, sha256_file
+from curation.recipe.load import LoadedRecipe
+from curation.core.layout import raw_dir
 
 RECORD = "acquired.json"
-
-
-def raw_dir(raw_root: Path, source: str) -> Path:
-    return raw_root / source
 
 
 def read_acquired(raw_root: Path, source: str) -> dict | None:

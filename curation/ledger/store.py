@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from curation.errors import CurateError
-from curation.runtime.files import atomic_write_parquet
+from curation.core.atomic import atomic_write_parquet
 
 SCHEMAS: dict[str, pa.Schema] = {
     "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),

@@ -9,47 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 
 from curation.acquire.sources import read_acquired
 from curation import __version__
 from curation.errors import ConservationError
-from curation.plan import Plan
-from curation.shards import read_index
-from curation.steps.base import StepStats
-from curation.vocab import Block
+from curation.plan.graph import Plan
+from curation.core.record import StepStats
+from curation.shards.counting import count_tokens_by_modality
 
-IMAGE_MARKERS = {"image_start", "image_size_end", "end_of_row", "image_end", "end_of_frame"}
-AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech"}
-
-
-def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[str, int]) -> dict[str, int]:
-    """Exact token counts of a shard, read from `.bin`: text, image, audio (markers included).
-
-    `blocks` and `reserved` are the vocabulary layout (`Vocabulary.blocks`, `.reserved`)."""
-    size = blocks[-1].stop
-    _, lengths, _, _ = read_index(Path(f"{prefix}.idx"))
-    tokens = np.fromfile(f"{prefix}.bin", dtype=np.int32)
-    if tokens.size != int(lengths.sum()):
-        raise ConservationError(f"{prefix}.bin holds {tokens.size} tokens but its .idx lists "
-                                f"{int(lengths.sum())}; the shard is damaged, re-run the merge")
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= size):
-        raise ConservationError(f"{prefix}.bin has ids outside the vocabulary 0..{size - 1}")
-    counts = {"text": 0, "image": 0, "audio": 0}
-    for block in blocks:
-        n = int(np.count_nonzero((tokens >= block.start) & (tokens < block.stop)))
-        if block.name == "reserved":
-            ids = tokens[(tokens >= block.start) & (tokens < block.stop)]
-            for name, off in reserved.items():
-                m = int(np.count_nonzero(ids == block.start + off))
-                counts["image" if name in IMAGE_MARKERS else "audio" if name in AUDIO_MARKERS else "text"] += m
-                n -= m
-            counts["text"] += n  # unnamed reserved ids count as text control tokens
-        else:
-            counts[block.name] += n
-    counts["documents"] = int(lengths.size)
-    counts["total"] = int(tokens.size)
-    return counts
 
 
 def decontamination_rows(run: str, source: str, step: StepStats, out: Path) -> list[dict]:
@@ -85,7 +52,7 @@ def licence_decision(licence: dict) -> str:
 
 
 def optout_mode(plan: Plan, src) -> str:
-    from curation.compliance.optout import NOT_TECHNICALLY_AVAILABLE
+    from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
     if src.optout == "not_available":
         return NOT_TECHNICALLY_AVAILABLE
     return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
@@ -129,7 +96,7 @@ def audio_row(run: str, src, per_shard: list[dict], counts: dict) -> dict:
 
 
 def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
-    from curation.runtime.tasks import source_prefix
+    from curation.core.layout import source_prefix
 
     run = plan.recipe.fingerprint
     r = plan.recipe.recipe
@@ -242,4 +209,3 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         rows["near_duplicates"] = [{"run": run, "source": d["source"], "id": d["id"], "cluster": d["cluster"]}
                                    for d in pq.read_table(clusters.with_name("duplicates.parquet")).to_pylist()]
     return dict(rows)
-

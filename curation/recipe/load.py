@@ -6,8 +6,6 @@ Validation errors are rewritten to name the file, the line and the key path, e.g
 from __future__ import annotations
 
 import glob
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation import __version__
+from curation.core.hashing import fingerprint, sha256_file
 from curation.errors import RecipeError
 from curation.recipe.schema import Recipe, Source
 from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
@@ -99,14 +98,6 @@ def _format_validation(path: Path, data: Any, lines: dict, err: ValidationError)
     return "\n".join(msgs)
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
     for si, src in enumerate(loaded.recipe.sources):
         files: list[Path] = []
@@ -143,12 +134,6 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
                 raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({e.strerror}); "
                                   f"check permissions") from None
         loaded.inputs[src.name] = out
-
-
-def fingerprint(obj: Any) -> str:
-    """Stable short hash of a JSON-able object (sorted keys, no whitespace)."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path | None = None) -> LoadedRecipe:

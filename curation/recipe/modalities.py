@@ -48,7 +48,7 @@ class Audio(Strict):
     max_batch_seconds: float = Field(default=120.0, gt=0)   # total padded audio per encoder batch
     interleave: bool = True           # consecutive transcribed clips → interleaved speech-text sequences
     # near duplicates: spectral-fingerprint bit error rate over 1.5 s or more (stricter for shorter
-    # overlaps, see curation.audio.dedup); null: exact duplicates only
+    # overlaps, see curation.steps.audio.fingerprint); null: exact duplicates only
     near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)
 
 

@@ -48,7 +48,7 @@ class Input(Strict):
     id_field: str | None = None
     metadata_fields: list[str] = []
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
-    # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.turns`), so a
+    # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.text.turns`), so a
     # trainer can train on assistant turns only; otherwise turns are joined as plain text
     turn_roles: bool = False
 
@@ -158,7 +158,7 @@ class ExactDedup(Strict):
 
 
 class MinHashDedup(Strict):
-    """Near-duplicate removal with MinHash-LSH (see `curation.steps.minhash`); defaults as datatrove's.
+    """Near-duplicate removal with MinHash-LSH (see `curation.steps.text.minhash`); defaults as datatrove's.
 
     Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
     `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
@@ -181,7 +181,7 @@ class MinHashDedup(Strict):
         return self
 
     def lsh(self) -> tuple[int, int]:
-        from curation.steps.minhash import params_for_threshold
+        from curation.recipe.lsh import params_for_threshold
         return params_for_threshold(self.threshold) if self.threshold is not None else (self.bands, self.rows)
 
 
@@ -197,8 +197,8 @@ class LicencePolicy(Strict):
 
 class OptOut(Strict):
     """Retroactive robots.txt opt-out: a domain that disallows any of `agents` in any snapshot is excluded."""
-    snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.compliance.optout)
-    agents: list[str] | None = None  # default: curation.compliance.optout.DEFAULT_AGENTS
+    snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.steps.compliance.optout)
+    agents: list[str] | None = None  # default: curation.steps.compliance.optout.DEFAULT_AGENTS
 
 
 class ThreatFeed(Strict):

@@ -22,7 +22,7 @@ class MixtureEntry(Strict):
 
 
 class LongContext(Strict):
-    """Length buckets for a long-context stage (see `curation.longcontext`)."""
+    """Length buckets for a long-context stage (see `curation.mixture.longcontext`)."""
     buckets: list[int] = Field(min_length=1)          # ascending upper bounds of document length, in tokens
     targets: list[int] = Field(min_length=1)          # tokens wanted per bucket
     priority: list[str] = Field(min_length=1)         # sources in the order they fill each bucket

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from curation.report.plots import composition_plot, flow_plot, funnel_plot
-from curation.runtime.files import atomic_write_bytes
+from curation.core.atomic import atomic_write_bytes
 
 
 def _table(header: list[str], body: list[list]) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""What one task does, for each phase of the plan (see `curation.plan`).
+"""What one task does, for each phase of the plan (see `curation.plan.graph`).
 
 These functions run inside Ray workers. They take plain dicts, rebuild what they need
 (models and LID files are cached per worker process), write their outputs atomically and
@@ -13,22 +13,24 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.compliance.licences import ApprovedConstituents, LicencePolicy
-from curation.compliance.optout import OptOutIndex, RobotsOptOut
+from curation.steps.compliance.licences import ApprovedConstituents, LicencePolicy
+from curation.steps.compliance.optout import OptOutIndex, RobotsOptOut
 from curation.errors import InputError
 from curation.recipe.schema import Source
-from curation.runtime.files import atomic_write_jsonl, atomic_write_parquet, write_marker
+from curation.core.atomic import atomic_write_jsonl, atomic_write_parquet
+from curation.core.markers import write_marker
 from curation.shards import IndexedWriter, ResumableWriter, merge
-from curation.steps.base import QuarantineSink, Record
-from curation.steps.dedup_exact import DropListed, ExactDedup, content_hash, resolve_duplicates
-from curation.urls import normalize_url
-from curation.steps.normalize import Normalize
-from curation.steps.pii import PIIRedactor
-from curation.images.read import ImageCheck, ParquetImageReader, WebDatasetReader
-from curation.steps.read import JsonlReader, TableReader
+from curation.core.record import QuarantineSink, Record
+from curation.steps.droplist import DropListed, ExactDedup, content_hash, resolve_duplicates
+from curation.core.urls import normalize_url
+from curation.steps.text.normalize import Normalize
+from curation.steps.text.pii import PIIRedactor
+from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
+from curation.steps.text.read import JsonlReader, TableReader
 from curation.steps.registry import build_filter
-from curation.steps.tokenize_text import TextTokenizer
-from curation.vocab import Vocabulary
+from curation.steps.text.tokenize import TextTokenizer
+from curation.core.vocab import Vocabulary
+from curation.core.layout import LONG_CONTEXT, NO_REASONING, part_prefix, processed_path, shar_dir, source_prefix
 
 PROCESSED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta", pa.string()),
                               ("content_hash", pa.binary(16))])
@@ -44,24 +46,6 @@ def image_hash(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def processed_path(out: Path, source: str, shard: str) -> Path:
-    return out / "processed" / source / f"{shard}.parquet"
-
-
-NO_REASONING = ".no_reasoning"   # suffix of the prefix of a source's copy without reasoning spans
-LONG_CONTEXT = ".long_context"   # suffix of the prefix of an audio source's long-context pool
-
-
-def shar_dir(out: Path, source: str, shard: str) -> Path:
-    return out / "processed" / source / f"{shard}.shar"
-
-
-def part_prefix(out: Path, source: str, shard: str) -> Path:
-    return out / "tokenized" / source / "parts" / shard
-
-
-def source_prefix(out: Path, source: str) -> Path:
-    return out / "tokenized" / source / source
 
 
 def _unique_names(steps) -> None:
@@ -87,7 +71,7 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     common = {"source": src.name, "sink": sink}
     image, audio = src.modality == "image", src.modality == "audio"
     if audio:
-        from curation.audio.ingest import AudioManifestReader
+        from curation.steps.audio.ingest import AudioManifestReader
         reader = AudioManifestReader(Path(spec["path"]), settings=src.audio_settings(), text_field=src.input.text_field,
                                      id_field=src.input.id_field, metadata_fields=src.input.metadata_fields,
                                      shard_label=spec["rel"], **common)
@@ -114,7 +98,7 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         steps.append(RobotsOptOut(_optout_index(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
                                   url_field=o["url_field"], **common))
     if audio:
-        from curation.audio.ingest import AudioCheck
+        from curation.steps.audio.ingest import AudioCheck
         steps.append(AudioCheck(settings=src.audio_settings(), base=Path(spec["path"]).parent, **common))
     elif image:
         steps.append(ImageCheck(min_side=src.image_settings().min_side, domain=src.image_settings().domain,
@@ -149,10 +133,10 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
 def _write_processed_audio(out_dir: Path, key: str, fingerprint: str, spec: dict, src: Source, stream,
                            reader, steps, sink) -> dict:
     """Audio clips: the Parquet table the other phases read (transcript, metadata, PCM hash, spectral
-    fingerprint) and the Lhotse Shar shard the codec reads (`curation.audio.ingest.write_shar`)."""
-    from curation.audio.dedup import fingerprint as spectral_fingerprint
-    from curation.audio.dedup import pcm_hash
-    from curation.audio.ingest import write_shar
+    fingerprint) and the Lhotse Shar shard the codec reads (`curation.steps.audio.ingest.write_shar`)."""
+    from curation.steps.audio.fingerprint import fingerprint as spectral_fingerprint
+    from curation.steps.audio.fingerprint import pcm_hash
+    from curation.steps.audio.ingest import write_shar
     records = list(stream)
     vocab = _vocab(spec["vocab"])
     text_ids = [e.ids for e in vocab.tokenizer.encode_batch([r.text for r in records], add_special_tokens=False)]
@@ -188,12 +172,12 @@ def run_dedup(out: str, key: str, fingerprint: str, spec: dict, shards: list[tup
             columns.append((source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist(), urls))
         rows = resolve_duplicates(columns, spec["cfg"]["scope"])
     if spec.get("images", {}).get("sources"):
-        from curation.images.dedup import image_duplicates
+        from curation.corpus.image_near import image_duplicates
         image_rows, clusters = image_duplicates(out_dir, shards, spec["images"], rows)
         rows += image_rows
         atomic_write_parquet(out_dir / "work" / "dedup" / "image_clusters.parquet", clusters)
     if spec.get("audio"):
-        from curation.audio.clusters import audio_duplicates
+        from curation.corpus.audio_near import audio_duplicates
         audio_rows, clusters = audio_duplicates(out_dir, shards, spec["audio"], rows)
         rows += audio_rows
         atomic_write_parquet(out_dir / "work" / "dedup" / "audio_clusters.parquet", clusters)
@@ -227,7 +211,7 @@ def run_tokenize(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         steps.append(DropListed("near_dedup", dict.fromkeys(near.column("id").to_pylist(), "near_duplicate"),
                                 **common))
     if spec.get("decont"):
-        from curation.runtime.decont_tasks import removed_ids
+        from curation.corpus.decont.phase import removed_ids
         steps.append(DropListed("decontaminate", removed_ids(out_dir, source, shard), **common))
     records = (Record(id=i, source=source, text=t, meta=json.loads(m), image=img)
                for i, t, m, img in zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
@@ -255,7 +239,7 @@ def _write_text(out_dir: Path, spec: dict, records, steps: list, common: dict) -
     writer = IndexedWriter(part_prefix(out_dir, spec["source"], spec["shard"]))
     stripped = None
     if spec.get("reasoning"):
-        from curation.steps.reasoning import ReasoningStripper
+        from curation.steps.text.reasoning import ReasoningStripper
         stripped = ReasoningStripper(tokenizer, **spec["reasoning"])
         copy = IndexedWriter(Path(f"{part_prefix(out_dir, spec['source'], spec['shard'])}{NO_REASONING}"))
     documents = tokens = 0
@@ -279,8 +263,8 @@ def _write_text(out_dir: Path, spec: dict, records, steps: list, common: dict) -
 
 def _write_images(out_dir: Path, spec: dict, fingerprint: str, records: list, steps: list,
                   common: dict) -> tuple[int, int]:
-    """Images are written batch by batch with a checkpoint after each (see `curation.images.tokenize`)."""
-    from curation.images.tokenize import ImageTokenizer, load_codec
+    """Images are written batch by batch with a checkpoint after each (see `curation.steps.image.tokenize`)."""
+    from curation.steps.image.tokenize import ImageTokenizer, load_codec
     im = spec["image"]
     tokenizer = ImageTokenizer(_vocab(spec["vocab"]), load_codec(im["codec"]), area=im["area"],
                                caption=im["caption"], batch_tokens=im["batch_tokens"], **common)
@@ -298,9 +282,9 @@ def _write_images(out_dir: Path, spec: dict, fingerprint: str, records: list, st
 def _write_audio(out_dir: Path, spec: dict, fingerprint: str, records: list, steps: list,
                  common: dict) -> tuple[int, int, dict]:
     """Clips are encoded batch by batch with the codes of each batch kept as a checkpoint (see
-    `curation.audio.tokenize`), then laid out as interleaved, transcription and audio-only sequences."""
-    from curation.audio.codec import load_audio_codec
-    from curation.audio.tokenize import AudioTokenizer
+    `curation.steps.audio.tokenize`), then laid out as interleaved, transcription and audio-only sequences."""
+    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.tokenize import AudioTokenizer
     au = spec["audio"]
     tokenizer = AudioTokenizer(_vocab(spec["vocab"]), load_audio_codec(au["codec"]),
                                max_batch_seconds=au["max_batch_seconds"], interleave=au["interleave"], **common)

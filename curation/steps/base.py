@@ -19,66 +19,10 @@ checks this for every step, source and shard.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
+from curation.core.record import Drop, QuarantineSink, Record, StepStats
 from curation.errors import RecordError, StepFailed
-
-
-@dataclass(slots=True)
-class Record:
-    """One sample. `id` is stable and unique within its source."""
-    id: str
-    source: str
-    text: str
-    meta: dict[str, Any] = field(default_factory=dict)
-    tokens: Any = None  # numpy int32 array once tokenized
-    image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
-    audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
-
-
-@dataclass(frozen=True, slots=True)
-class Drop:
-    """Returned by `keep`/`process` to drop a record on purpose (counted by `reason`)."""
-    reason: str
-
-
-@dataclass
-class StepStats:
-    step: str
-    records_in: int = 0
-    records_out: int = 0
-    dropped: Counter = field(default_factory=Counter)
-    quarantined: Counter = field(default_factory=Counter)
-    seconds: float = 0.0
-    notes: Counter = field(default_factory=Counter)  # counts that are no record flow (PII replaced by kind, ...)
-
-    def balanced(self) -> bool:
-        return self.records_in == self.records_out + sum(self.dropped.values()) + sum(self.quarantined.values())
-
-    def to_json(self) -> dict:
-        return {"step": self.step, "records_in": self.records_in, "records_out": self.records_out,
-                "dropped": dict(sorted(self.dropped.items())),
-                "quarantined": dict(sorted(self.quarantined.items())), "seconds": self.seconds,
-                **({"notes": dict(sorted(self.notes.items()))} if self.notes else {})}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "StepStats":
-        return cls(d["step"], d["records_in"], d["records_out"], Counter(d["dropped"]),
-                   Counter(d["quarantined"]), d["seconds"], Counter(d.get("notes", {})))
-
-
-class QuarantineSink:
-    """Collects quarantined records of one task; the runtime writes them out atomically."""
-
-    def __init__(self) -> None:
-        self.entries: list[dict] = []
-
-    def add(self, *, source: str, step: str, record_id: str, reason: str, detail: str, raw: str = "") -> None:
-        self.entries.append({"source": source, "step": step, "id": record_id, "reason": reason,
-                             "detail": detail[:500], "raw": raw[:2000]})
 
 
 class Step:

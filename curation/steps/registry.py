@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from curation.recipe import schema
-from curation.steps.base import QuarantineSink, Step
-from curation.steps.filters import DatatroveFilter, LanguageFilter, LengthFilter
+from curation.core.record import QuarantineSink
+from curation.steps.base import Step
+from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
 
 FILTERS: dict[type, type[Step]] = {
     schema.LengthFilter: LengthFilter,

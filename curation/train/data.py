@@ -1,6 +1,6 @@
 """Training sequences from a manifest: its sampling plans, in a deterministic, resumable order.
 
-Each source's plan (`plans/<stage>/<source>.npy`, repeat count per document, see `curation.sampling`)
+Each source's plan (`plans/<stage>/<source>.npy`, repeat count per document, see `curation.mixture.sampling`)
 lists which documents the stage uses and how often. Every (source, document) occurrence is put in one
 order, shuffled with a seed from the stage fingerprint, and rows of `seq_length + 1` tokens are cut
 from that stream of documents (a document may continue in the next row). The position is
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.manifests import load_manifest
-from curation.sampling import read_plan
+from curation.mixture.manifests import load_manifest
+from curation.mixture.sampling import read_plan
 from curation.shards import read_index
 
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from curation.errors import CurateError
-from curation.manifests import load_manifest, verify_manifest
+from curation.mixture.manifests import load_manifest, verify_manifest
 from curation.train.data import ManifestData
 from curation.train.model import HybridLM, ModelConfig
 from curation.train.targets import TargetRules

@@ -4,7 +4,7 @@
   (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation)
   and padding are never targets. A label that starts another document than its input is not a target
   either (with cross-document masking nothing before it is visible).
-- Conversations (SFT, `curation.steps.turns`): inside a document that has turn markers only the
+- Conversations (SFT, `curation.steps.text.turns`): inside a document that has turn markers only the
   assistant turns' tokens and their end-of-turn are targets; system, user and tool turns (tool
   outputs) and the role markers themselves are not.
 - Goldfish: a label is dropped when a hash of the `h` labels ending at it (within the row) falls in

@@ -37,13 +37,13 @@ def main() -> None:
     import torch
     from lhotse import CutSet
 
-    from curation.audio.codec import load_audio_codec
-    from curation.audio.ingest import AudioCheck, write_shar
-    from curation.audio.ingest import AudioManifestReader
-    from curation.audio.tokenize import AudioTokenizer, bucketed_batches, padding_waste
+    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.ingest import AudioCheck, write_shar
+    from curation.steps.audio.ingest import AudioManifestReader
+    from curation.steps.audio.tokenize import AudioTokenizer, bucketed_batches, padding_waste
     from curation.recipe.schema import Audio
-    from curation.steps.base import QuarantineSink
-    from curation.vocab import Vocabulary
+    from curation.core.record import QuarantineSink
+    from curation.core.vocab import Vocabulary
 
     rows = list(csv.DictReader(open(AUDIO / "manifest.csv")))
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")

@@ -5,7 +5,7 @@ music, other sounds; SOURCES.md section 5) is decoded at its own rate, and copie
 another source would hold them: a lossless re-wrap, Ogg Vorbis and MP3 re-encodes (libsndfile),
 a 22.05 kHz -> 16 kHz -> 24 kHz resampling chain, -6 dB gain, 0.3 s cut from the start, 0.5 s cut
 from the end (at most 20% of a short clip), and white noise at 30 dB SNR. All originals and copies
-go through `curation.audio.dedup` together; the truth is "same original file".
+go through `curation.steps.audio.fingerprint` together; the truth is "same original file".
 
 Usage: .venv/bin/python tests/benchmarks/bench_audio_dedup.py [--no-all-pairs]
        → reports/benchmarks/audio_dedup.md
@@ -99,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     import soundfile as sf
 
-    from curation.audio import dedup as D
+    from curation.steps.audio import fingerprint as D
 
     load_avg = os.getloadavg()[0]
     rows = list(csv.DictReader(open(AUDIO / "manifest.csv", encoding="utf-8")))
@@ -240,7 +240,7 @@ def main() -> None:
         f"sources: {n_items} items, {seconds / 60:.1f} min of audio at 24 kHz mono, "
         f"{len(true_pairs):,} true pairs (any two items from the same original) among {total_pairs:,}. "
         f"Planting took {t_plant:.1f} s.", "",
-        f"Method (`curation/audio/dedup.py`): Haitsma-Kalker sub-fingerprints ({D.N_BANDS} bands "
+        f"Method (`curation/steps/audio/fingerprint.py`): Haitsma-Kalker sub-fingerprints ({D.N_BANDS} bands "
         f"{D.FMIN:.0f}-{D.FMAX:.0f} Hz of {1000 * D.FRAME / D.FP_SR:.0f} ms frames every {1000 * D.HOP / D.FP_SR:.1f} ms "
         "at 8 kHz; 32 bits = signs of the time change of band-energy differences; silent frames marked and "
         f"ignored), bit error rate (BER) at the best offset overlapping ≥ {D.MIN_COVERAGE:.0%} of the longer clip, "

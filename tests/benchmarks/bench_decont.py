@@ -67,7 +67,7 @@ def real_docs() -> list[dict]:
 
 
 def items():
-    from curation.decont.benchmarks import load_items
+    from curation.corpus.decont.benchmarks import load_items
     return [it for name, (f, fields, idf) in BENCHMARKS.items()
             for it in load_items(name, DATA / "benchmarks" / f, fields, idf)]
 
@@ -104,8 +104,8 @@ def plant(docs: list[dict], its: list, rng: random.Random) -> tuple[list[dict], 
 
 
 def run_curate(docs, its, work: Path):
-    from curation.decont.index import build_index, match
-    from curation.steps.minhash import Shingler
+    from curation.corpus.decont.index import build_index, match
+    from curation.steps.text.minhash import Shingler
     t = time.perf_counter()
     table = build_index(its, N, 4, work / "curate-index")
     t_index = time.perf_counter() - t

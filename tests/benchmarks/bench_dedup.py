@@ -86,7 +86,7 @@ def write_shards(docs: list[dict], folder: Path) -> None:
 
 
 def run_curate(folder: Path, out: Path) -> tuple[set[str], set[str], list[list[str]]]:
-    from curation.run import run
+    from curation.commands.run import run
     recipe = out.parent / f"dedup-{out.name}.yaml"
     recipe.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: null, minhash: {{}}}}\n"
                       f"tokenize_batch_size: 1000\nsources:\n  - name: en\n"
@@ -134,8 +134,8 @@ def run_datasketch(docs: list[dict]) -> tuple[set[str], set[str]]:
 
     import numpy as np
 
-    from curation.runtime.minhash_tasks import components
-    from curation.steps.minhash import Shingler
+    from curation.core.graph import components
+    from curation.steps.text.minhash import Shingler
 
     shingler = Shingler(5)
     lsh = MinHashLSH(num_perm=112, params=(14, 8))
@@ -155,7 +155,7 @@ def run_datasketch(docs: list[dict]) -> tuple[set[str], set[str]]:
 MEMORY_PROBE = r"""
 import sys, time, tracemalloc, numpy as np
 sys.path.insert(0, sys.argv[3])
-from curation.runtime.minhash_tasks import clustered_roots
+from curation.core.graph import clustered_roots
 n = int(sys.argv[2])
 if sys.argv[1] == "synthetic":   # (density x n) edges among 2 x that many documents: pairs, a few chains
     rng = np.random.default_rng(0)
@@ -173,7 +173,7 @@ BAND_PROBE = r"""
 import sys, tracemalloc
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from curation.runtime.minhash_tasks import corpus_shards, _band_partition
+from curation.corpus.minhash import corpus_shards, _band_partition
 out = Path(sys.argv[1])
 shards = [(p.parent.name, p.stem) for p in sorted((out / "work" / "minhash" / "sig").glob("*/*.npy"))]
 tracemalloc.start()
@@ -204,7 +204,7 @@ def exact_pairs(docs: list[dict], min_jaccard: float) -> dict[tuple[int, int], f
     import numpy as np
     import scipy.sparse as sp
 
-    from curation.steps.minhash import Shingler
+    from curation.steps.text.minhash import Shingler
 
     shingler = Shingler(5)
     sets = [shingler(d["text"]) for d in docs]
@@ -220,7 +220,7 @@ def exact_pairs(docs: list[dict], min_jaccard: float) -> dict[tuple[int, int], f
 
 def pair_quality(docs: list[dict], clusters: list[list[str]]) -> list[tuple[str, int, int, float]]:
     """Recall per Jaccard band and precision at the 14×8 S-curve's threshold, against exact Jaccard."""
-    from curation.steps.minhash import candidate_probability
+    from curation.recipe.lsh import candidate_probability
 
     index = {d["id"]: i for i, d in enumerate(docs)}
     detected = set()

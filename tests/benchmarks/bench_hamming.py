@@ -1,6 +1,6 @@
 """Hamming-radius queries over a million 64-bit hashes: multi-index hashing vs numpy brute force.
 
-The index (curation.decont.hamming.HammingIndex) must return exactly brute force's answer; the
+The index (curation.core.hamming.HammingIndex) must return exactly brute force's answer; the
 report gives the time per query for radii used by image decontamination and dedup (0 for exact
 pHash equality, 4-8 for near copies, 10 for loose matching) and the agreement.
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 
 def main() -> None:
-    from curation.decont.hamming import HammingIndex, brute_force
+    from curation.core.hamming import HammingIndex, brute_force
 
     rng = np.random.default_rng(0)
     n, n_queries = 1_000_000, 300

@@ -1,4 +1,4 @@
-"""Image scan throughput: headers only (curation.images.scan) vs a full PIL decode of the same tar.
+"""Image scan throughput: headers only (curation.steps.image.scan) vs a full PIL decode of the same tar.
 
 The tar holds the real photos of ../shared/data/images (natural, near_duplicates, charts, text_rich),
 repeated to `--images` members as a WebDataset shard would hold them. Goal: scan ≥ 50× the decode.
@@ -36,8 +36,9 @@ def main() -> None:
         return
     from PIL import Image
 
-    from curation.images.plan import plan
-    from curation.images.scan import IMAGE_EXTS, scan_tar
+    from curation.steps.image.plan import plan
+    from curation.core.media import IMAGE_EXTS
+    from curation.steps.image.scan import scan_tar
 
     files = sorted(p for sub in ("natural", "near_duplicates", "charts", "text_rich") for p in (IMAGES / sub).iterdir()
                    if p.suffix.lower() in IMAGE_EXTS - {".gif", ".tif", ".tiff"})
@@ -104,10 +105,10 @@ def encode_overlap(blobs: list[bytes], n: int) -> dict:
     import hashlib
     from PIL import Image
 
-    from curation.images.tokenize import ImageTokenizer, load_codec
+    from curation.steps.image.tokenize import ImageTokenizer, load_codec
     from curation.shards import ResumableWriter
-    from curation.steps.base import QuarantineSink, Record
-    from curation.vocab import Vocabulary
+    from curation.core.record import QuarantineSink, Record
+    from curation.core.vocab import Vocabulary
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"))
     records = []

@@ -65,11 +65,11 @@ def curate_single(corpus: Path, out: Path) -> tuple[int, int]:
     """curate's steps in this process, shard by shard, as a Ray task runs them."""
     from curation.recipe import schema
     from curation.shards import IndexedWriter
-    from curation.steps.base import QuarantineSink
-    from curation.steps.read import JsonlReader
+    from curation.core.record import QuarantineSink
+    from curation.steps.text.read import JsonlReader
     from curation.steps.registry import build_filter
-    from curation.steps.tokenize_text import TextTokenizer
-    from curation.vocab import Vocabulary
+    from curation.steps.text.tokenize import TextTokenizer
+    from curation.core.vocab import Vocabulary
 
     vocab = Vocabulary.load(VOCAB)
     docs = tokens = 0
@@ -115,7 +115,7 @@ def datatrove_pipeline(corpus: Path, out: Path, workers: int) -> tuple[int, int]
 
 
 def curate_ray(corpus: Path, out: Path, workers: int, work: Path) -> tuple[int, int]:
-    from curation.run import run
+    from curation.commands.run import run
     res = run(recipe(work, corpus), out, workers=workers, progress=False)
     t = res.rows["tokens"][0]
     return t["documents"], t["total_tokens"]
@@ -126,9 +126,9 @@ def tokenize_stage(texts: list[str], out: Path) -> tuple[float, float]:
     from tokenizers import Tokenizer
 
     from curation.shards import IndexedWriter
-    from curation.steps.base import Record
-    from curation.steps.tokenize_text import TextTokenizer
-    from curation.vocab import Vocabulary
+    from curation.core.record import Record
+    from curation.steps.text.tokenize import TextTokenizer
+    from curation.core.vocab import Vocabulary
 
     vocab = Vocabulary.load(VOCAB)
     records = [Record(str(i), "en", t) for i, t in enumerate(texts)]

@@ -29,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from curation.run import run
+    from curation.commands.run import run
     from curation.train.loop import TrainConfig, Trainer
     out = REPO / "out" / "demo"
     run(REPO / "recipes" / "demo.yaml", out, progress=False)

@@ -1,0 +1,1 @@
+"""The command line and the commands behind it: run, ablate, tokenizer training."""

@@ -1,0 +1,206 @@
+"""The `curate` command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from curation import __version__
+from curation.errors import CurateError
+
+
+def _cmd_validate(a) -> int:
+    from curation.commands.run import load_plan
+    plan = load_plan(a.recipe)
+    r = plan.recipe
+    n = sum(len(v) for v in r.inputs.values())
+    print(f"{a.recipe}: ok: {len(r.recipe.sources)} source(s), {n} input file(s), "
+          f"fingerprint {r.fingerprint}, vocabulary {plan.vocab.id}")
+    return 0
+
+
+def _cmd_explain(a) -> int:
+    from curation.plan.graph import explain
+    from curation.commands.run import load_plan
+    print(explain(load_plan(a.recipe)))
+    return 0
+
+
+def _cmd_run(a) -> int:
+    from curation.commands.run import run
+    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet)
+    tok = sum(t["total_tokens"] for t in res.rows["tokens"])
+    docs = sum(t["documents"] for t in res.rows["tokens"])
+    print(f"{docs:,} documents, {tok:,} tokens in {res.out / 'tokenized'}")
+    for m in res.manifests:
+        print(f"manifest: {m}")
+    print(f"ledger:   {res.out / 'ledger' / 'ledger.duckdb'}")
+    print(f"report:   {res.report}")
+    return 0
+
+
+def _cmd_verify(a) -> int:
+    from curation.mixture.manifests import verify_manifest
+    for line in verify_manifest(Path(a.manifest)):
+        print(f"ok  {line}")
+    print(f"{a.manifest}: verified")
+    return 0
+
+
+def _print_table(cols, rows) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(*cols)
+    for r in rows:
+        t.add_row(*[f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in r])
+    Console(width=200).print(t)
+
+
+def _cmd_ledger(a) -> int:
+    from curation.ledger import SCHEMAS, query
+    from curation.ledger.store import VIEWS
+    ldir = Path(a.out) / "ledger"
+    if a.sql:
+        sqls = [a.sql]
+    elif a.table:
+        sqls = [f'SELECT * FROM "{a.table}"']
+    else:
+        sqls = [f'SELECT * FROM "{t}"' for t in ("sources", "steps", "drops", "quarantine", "tokens", "mixture")]
+    for sql in sqls:
+        if not a.sql and a.table and a.table not in SCHEMAS and a.table not in VIEWS:
+            raise CurateError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; "
+                              f"views: {', '.join(VIEWS)}")
+        cols, rows = query(ldir, sql)
+        if not a.sql:
+            print(sql.split("FROM ")[1].strip('"'))
+        _print_table(cols, rows)
+    return 0
+
+
+def _cmd_report(a) -> int:
+    from curation.ledger import read_rows
+    from curation.report import write_report
+    out = Path(a.out)
+    print(write_report(read_rows(out / "ledger"), out))
+    return 0
+
+
+def _cmd_train(a) -> int:
+    from curation.train.loop import TrainConfig, Trainer
+    from curation.train.model import ModelConfig
+    cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
+                      warmup_steps=a.warmup_steps if a.warmup_steps is not None else max(1, min(20, a.max_steps // 10)),
+                      seed=a.seed,
+                      checkpoint_every=a.checkpoint_every)
+    trainer = Trainer(a.manifest, a.out, cfg, ModelConfig.tiny())
+    resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
+    print(f"manifest {a.manifest}: verified; stage {trainer.manifest['stage']}, targets "
+          f"{trainer.manifest['training']['targets']}; model {trainer.model.num_params():,} parameters{resumed}")
+    trainer.train()
+    print(f"checkpoint: {trainer.checkpoint_path}\nlog: {trainer.out / 'train.jsonl'}\n"
+          f"consumed tokens written back to the ledger table `consumed` (training {trainer.training_id})")
+    return 0
+
+
+def _cmd_ablate(a) -> int:
+    from curation.commands.ablate import ablate
+    summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
+    sets = [h["name"] for h in summary["heldout"]]
+    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],
+                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}",
+                   f"{r['mean_bpb']:.4f}"]
+                  for i, r in enumerate(summary["candidates"], start=1)])
+    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    return 0
+
+
+def _cmd_tokenizer_train(a) -> int:
+    from curation.commands.tokenizer import train_tokenizer
+    path = train_tokenizer([Path(p) for p in a.inputs], Path(a.out), vocab_size=a.vocab_size, field=a.field)
+    print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="curate", description="Data curation and mixture accounting for "
+                                "multimodal LLM pretraining.")
+    p.add_argument("--version", action="version", version=f"curate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("run", help="execute a recipe: shards, ledger, manifests, report")
+    s.add_argument("recipe")
+    s.add_argument("--out", default="out", help="output folder (default: ./out)")
+    s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
+    s.add_argument("--address", default=None,
+                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray)")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.set_defaults(fn=_cmd_run)
+
+    s = sub.add_parser("validate", help="check a recipe and its inputs; print its fingerprint")
+    s.add_argument("recipe")
+    s.set_defaults(fn=_cmd_validate)
+
+    s = sub.add_parser("explain", help="print the task graph with each node's fingerprint")
+    s.add_argument("recipe")
+    s.set_defaults(fn=_cmd_explain)
+
+    s = sub.add_parser("verify", help="re-hash a manifest's shards and compare counts with the ledger")
+    s.add_argument("manifest")
+    s.set_defaults(fn=_cmd_verify)
+
+    s = sub.add_parser("ledger", help="print ledger tables or run SQL on ledger.duckdb")
+    s.add_argument("out", help="the output folder of a run")
+    s.add_argument("--table", help="one table or view")
+    s.add_argument("--sql", help="a SQL query (DuckDB dialect, read-only)")
+    s.set_defaults(fn=_cmd_ledger)
+
+    s = sub.add_parser("report", help="rewrite the report of an output folder from its ledger")
+    s.add_argument("out")
+    s.set_defaults(fn=_cmd_report)
+
+    s = sub.add_parser("train", help="train the reference hybrid model from a manifest; write consumed tokens back")
+    s.add_argument("manifest", help="a stage manifest written by `curate run` (OUT/manifests/STAGE.json)")
+    s.add_argument("--out", required=True, help="folder for the checkpoint and train.jsonl (resumes if present)")
+    s.add_argument("--max-steps", type=int, default=200)
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--seq-length", type=int, default=256)
+    s.add_argument("--lr", type=float, default=3e-3)
+    s.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of the steps, at most 20")
+    s.add_argument("--checkpoint-every", type=int, default=50)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=_cmd_train)
+
+    s = sub.add_parser("ablate", help="train a proxy model on each candidate mixture of a recipe's `ablation:`; rank them")
+    s.add_argument("recipe")
+    s.add_argument("--out", default="out", help="output folder of the recipe's run (default: ./out)")
+    s.add_argument("--workers", type=int, default=None)
+    s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
+    s.set_defaults(fn=_cmd_ablate)
+
+    tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
+    s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")
+    s.add_argument("inputs", nargs="+", help="jsonl(.gz) files or folders")
+    s.add_argument("--out", required=True)
+    s.add_argument("--vocab-size", type=int, default=16384)
+    s.add_argument("--field", default="text")
+    s.set_defaults(fn=_cmd_tokenizer_train)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except CurateError as e:
+        print(f"curate: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("curate: interrupted; completed tasks are kept, re-run to finish", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

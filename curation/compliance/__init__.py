@@ -1,1 +1,0 @@
-"""Compliance: licence policy, robots.txt opt-out."""

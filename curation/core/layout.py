@@ -1,0 +1,77 @@
+"""The output folder's layout: the one place that knows where a run keeps what under `<out>/`.
+
+    raw/<source>/                     acquired inputs (`curation.acquire`)
+    processed/<source>/<shard>.parquet   records after the process phase (`.shar/` for audio clips)
+    work/markers/<node key>.json      completion markers (fingerprint + counts)
+    work/<phase>/...                  files that join the corpus-wide phases
+    tokenized/<source>/parts/<shard>  per-task Megatron shards; tokenized/<source>/<source> merged
+    quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons
+    review/                           exports for people (decontamination review)
+    ledger/, manifests/, reports/     what auditors, trainers and readers open
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+NO_REASONING = ".no_reasoning"   # suffix of the prefix of a source's copy without reasoning spans
+LONG_CONTEXT = ".long_context"   # suffix of the prefix of an audio source's long-context pool
+
+
+def raw_dir(raw_root: Path, source: str) -> Path:
+    return raw_root / source
+
+
+def processed_path(out: Path, source: str, shard: str) -> Path:
+    return out / "processed" / source / f"{shard}.parquet"
+
+
+def shar_dir(out: Path, source: str, shard: str) -> Path:
+    return out / "processed" / source / f"{shard}.shar"
+
+
+def part_prefix(out: Path, source: str, shard: str) -> Path:
+    return out / "tokenized" / source / "parts" / shard
+
+
+def source_prefix(out: Path, source: str) -> Path:
+    return out / "tokenized" / source / source
+
+
+def marker_path(out: Path, key: str) -> Path:
+    return out / "work" / "markers" / f"{key}.json"
+
+
+def quarantine_path(out: Path, source: str, shard: str, phase: str) -> Path:
+    return out / "quarantine" / source / f"{shard}.{phase}.jsonl"
+
+
+def work_dir(out: Path, phase: str) -> Path:
+    return out / "work" / phase
+
+
+def sig_path(out: Path, source: str, shard: str) -> Path:
+    return work_dir(out, "minhash") / "sig" / source / f"{shard}.npy"
+
+
+def edges_path(out: Path, band: int, part: int) -> Path:
+    return work_dir(out, "minhash") / "edges" / f"{band:03d}-{part:03d}.npy"
+
+
+def decont_dir(out: Path) -> Path:
+    return work_dir(out, "decont")
+
+
+def flags_path(out: Path, source: str, shard: str) -> Path:
+    return decont_dir(out) / "flags" / source / f"{shard}.parquet"
+
+
+def review_dir(out: Path) -> Path:
+    return out / "review"
+
+
+def ledger_dir(out: Path) -> Path:
+    return out / "ledger"
+
+
+def manifests_dir(out: Path) -> Path:
+    return out / "manifests"

@@ -1,0 +1,1 @@
+"""Corpus-wide phases: exact, MinHash, image and audio near-duplicates, decontamination."""

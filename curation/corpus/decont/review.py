@@ -1,0 +1,85 @@
+"""The review export of flagged samples: `<out>/review/decontamination.parquet` and an HTML page that
+shows each flagged sample next to the benchmark item it matched, with the shared n-grams highlighted
+(in normalised form: lower case, punctuation folded, as they were matched). A reviewer who finds a
+false positive lists it as `source/id` in `decontamination.false_positives`; the next run keeps it."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation.corpus.decont.index import overlap_words
+from curation.core.atomic import atomic_write_parquet
+from curation.steps.text.minhash import Shingler
+from curation.core.layout import decont_dir
+
+_CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
+
+
+def _highlight(words: list[str], marks: list[bool]) -> str:
+    out, run, on = [], [], False
+    for w, m in zip(words, marks):
+        if m != on and run:
+            text = html.escape(" ".join(run))
+            out.append(f"<mark>{text}</mark>" if on else text)
+            run = []
+        on = m
+        run.append(w)
+    if run:
+        text = html.escape(" ".join(run))
+        out.append(f"<mark>{text}</mark>" if on else text)
+    return " ".join(out)
+
+
+def write_review(out: Path, flags: list[dict], n: int) -> Path:
+    from curation.core.layout import processed_path
+
+    item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
+    items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
+    texts: dict[tuple[str, str, str], str] = {}
+    for source, shard in sorted({(f["source"], f["shard"]) for f in flags}):
+        t = pq.read_table(processed_path(out, source, shard), columns=["id", "text"])
+        wanted = {f["id"] for f in flags if (f["source"], f["shard"]) == (source, shard)}
+        for rid, text in zip(t.column("id").to_pylist(), t.column("text").to_pylist()):
+            if rid in wanted:
+                texts[(source, shard, rid)] = text
+    rows = [f | {"text": texts[(f["source"], f["shard"], f["id"])], "item_text": items[f["item"]]} for f in flags]
+    folder = out / "review"
+    atomic_write_parquet(folder / "decontamination.parquet", pa.Table.from_pylist(rows, schema=pa.schema(
+        [("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("benchmark", pa.string()),
+         ("item", pa.int64()), ("item_id", pa.string()), ("overlap", pa.int64()), ("item_ngrams", pa.int64()),
+         ("ratio", pa.float64()), ("status", pa.string()), ("text", pa.string()), ("item_text", pa.string())])))
+    shingler = Shingler(n)
+    cards = []
+    for r in sorted(rows, key=lambda r: (-r["ratio"], r["source"], r["id"]))[:_CAP]:
+        if phashes[r["item"]] is not None:  # an image match: there are no n-grams to highlight
+            cards.append(
+                f"<section class='{r['status']}'><h2>{html.escape(r['source'])}/{html.escape(r['id'])} · "
+                f"{html.escape(r['benchmark'])} image {html.escape(r['item_id'])} · pHash distance "
+                f"{r['overlap']} of 64 bits · {r['status']}</h2><p>caption: {html.escape(r['text'][:500]) or '—'}"
+                f"</p></section>")
+            continue
+        doc_words, item_words = shingler.words(r["text"]), shingler.words(r["item_text"])
+        doc_marks = overlap_words(doc_words, set(shingler(r["text"]).tolist()) & set(shingler(r["item_text"]).tolist()), n)
+        item_marks = overlap_words(item_words, set(shingler(r["text"]).tolist()), n)
+        cards.append(
+            f"<section class='{r['status']}'><h2>{html.escape(r['source'])}/{html.escape(r['id'])} · "
+            f"{html.escape(r['benchmark'])} item {html.escape(r['item_id'])} · {100 * r['ratio']:.0f}% of the item's "
+            f"{r['item_ngrams']} {n}-grams · {r['status']}</h2><div class='pair'><div><h3>training sample</h3>"
+            f"<p>{_highlight(doc_words, doc_marks)}</p></div><div><h3>benchmark item</h3>"
+            f"<p>{_highlight(item_words, item_marks)}</p></div></div></section>")
+    page = folder / "decontamination.html"
+    page.write_text(
+        "<!doctype html><meta charset='utf-8'><title>Decontamination review</title><style>"
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+        ".pair{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}.pair p{font-size:13px;line-height:1.5;"
+        "max-height:22em;overflow:auto;background:#fafafa;padding:.6em}mark{background:#ffd54f}"
+        "section{border-top:1px solid #ddd;padding-top:.5em}section.readmitted h2{color:#2e7d32}"
+        "h2{font-size:15px}h3{font-size:13px;margin:.2em 0}</style>"
+        f"<h1>Decontamination review</h1><p>{len(rows)} flagged sample(s); highest overlap first"
+        f"{f', the first {_CAP} shown' if len(rows) > _CAP else ''}. Highlighted: the {n}-grams the sample and "
+        "the item share (normalised text). To keep a false positive, add <code>source/id</code> to "
+        "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards), encoding="utf-8")
+    return page

@@ -1,1 +1,0 @@
-"""Images: decoding and validation, perceptual hashes (shared by image dedup and decontamination)."""

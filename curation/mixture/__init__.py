@@ -1,0 +1,1 @@
+"""Mixtures: stage planning, long context, sampling plans, manifests and their Merkle roots."""

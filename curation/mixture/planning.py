@@ -1,0 +1,221 @@
+"""Mixture planning: from exact per-source token counts to each stage's epochs, effective tokens and shares.
+
+For a stage with budget B (tokens of our vocabulary, all modalities):
+1. sources with `epochs: e` take e × raw tokens (0 = enumerated but excluded; the row stays);
+2. each category with a target share t gets t × B, less its fixed-epoch tokens, split over its
+   weighted sources by weight;
+3. what is left of B goes to the weighted sources of untargeted categories, by weight.
+A stage without `mixture` takes every source with its recipe weight; without a budget, every
+source with weight > 0 enters for one epoch.
+
+Flags, raised before anything trains:
+- `over_repetition`: a source needs more epochs than it may repeat (`max_epochs`). Blended
+  proportionally it runs dry part-way: `exhausted_at_tokens` = (max_epochs × raw) / share, the
+  stage token at which it is used up and the realised mixture starts to drift (Apertus 1.5, 3.4);
+- `target_unreachable`: a category cannot reach its target share even at every source's
+  `max_epochs`;
+- `budget_exceeded`, `budget_unfilled`, `no_tokens`: the numbers do not close.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from curation.mixture.longcontext import LongContextPlan, plan_long_context
+from curation.recipe.schema import MixtureEntry, Recipe, Source, Stage
+
+EPS = 1e-9
+
+
+@dataclass
+class MixtureRow:
+    stage: str
+    source: str
+    category: str
+    raw_tokens: int
+    documents: int
+    epochs: float
+    effective_tokens: int
+    share: float
+    target_share: float | None  # the source's category target in this stage, if any
+    max_epochs: float
+    exhausted_at_tokens: int | None
+    excluded: str | None = None  # why a source has no tokens in this stage
+
+    def as_row(self, run: str) -> dict:
+        return {"run": run, **asdict(self)}
+
+
+@dataclass
+class StagePlan:
+    stage: Stage
+    budget_tokens: int
+    rows: list[MixtureRow]
+    flags: list[dict] = field(default_factory=list)
+    long_context: LongContextPlan | None = None  # for long-context stages: buckets, selection, packing
+
+    def categories(self) -> list[dict]:
+        out: dict[str, dict] = {}
+        for r in self.rows:
+            c = out.setdefault(r.category, {"stage": self.stage.name, "category": r.category, "effective_tokens": 0,
+                                             "share": 0.0, "target_share": self.stage.category_targets.get(r.category)})
+            c["effective_tokens"] += r.effective_tokens
+            c["share"] += r.share
+        return list(out.values())
+
+
+def _entries(stage: Stage, sources: list[Source]) -> dict[str, MixtureEntry | None]:
+    if stage.mixture is not None:
+        return {s.name: stage.mixture.get(s.name) for s in sources}
+    if stage.budget_tokens is None:
+        return {s.name: MixtureEntry(epochs=1.0 if s.weight > 0 else 0.0) for s in sources}
+    return {s.name: MixtureEntry(weight=s.weight) for s in sources}
+
+
+def _split(budget: float, weights: dict[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    return {k: budget * w / total for k, w in weights.items()} if total > 0 else {k: 0.0 for k in weights}
+
+
+def plan_stage(stage: Stage, sources: list[Source], tokens: dict[str, int], documents: dict[str, int]) -> StagePlan:
+    entries = _entries(stage, sources)
+    flags: list[dict] = []
+    eff: dict[str, float] = {}
+    weighted: dict[str, float] = {}
+    for s in sources:
+        e = entries[s.name]
+        if e is None:
+            eff[s.name] = 0.0
+        elif e.epochs is not None:
+            eff[s.name] = e.epochs * tokens[s.name]
+        elif tokens[s.name] == 0 and e.weight:
+            flags.append({"stage": stage.name, "source": s.name, "kind": "no_tokens",
+                          "message": f"{s.name} has weight {e.weight} but no tokens survived curation"})
+            eff[s.name] = 0.0
+        else:
+            weighted[s.name] = e.weight or 0.0
+    fixed = sum(eff.values())
+    budget = stage.budget_tokens if stage.budget_tokens is not None else fixed
+    if fixed > budget + EPS:
+        flags.append({"stage": stage.name, "source": None, "kind": "budget_exceeded",
+                      "message": f"fixed-epoch sources need {fixed:,.0f} tokens, more than the budget {budget:,}"})
+    category = {s.name: s.category for s in sources}
+    remaining = max(budget - fixed, 0.0)
+    for cat, target in stage.category_targets.items():
+        members = {k: w for k, w in weighted.items() if category[k] == cat}
+        fixed_cat = sum(v for k, v in eff.items() if category[k] == cat)
+        want = max(target * budget - fixed_cat, 0.0)
+        if not members:
+            want = 0.0
+        eff.update(_split(want, members))
+        remaining -= want
+    rest = {k: w for k, w in weighted.items() if category[k] not in stage.category_targets}
+    eff.update(_split(max(remaining, 0.0), rest))
+    if remaining > EPS and not any(w > 0 for w in rest.values()) and stage.budget_tokens is not None:
+        flags.append({"stage": stage.name, "source": None, "kind": "budget_unfilled",
+                      "message": f"{remaining:,.0f} tokens of the budget have no weighted source to go to"})
+
+    total = sum(eff.values())
+    rows = []
+    for s in sources:
+        e = entries[s.name]
+        raw = tokens[s.name]
+        max_ep = (e.max_epochs if e is not None and e.max_epochs is not None else s.max_epochs)
+        effective = int(round(eff[s.name]))
+        share = eff[s.name] / total if total > 0 else 0.0
+        epochs = eff[s.name] / raw if raw else 0.0
+        exhausted = None
+        if e is not None and e.weight is not None and eff[s.name] > max_ep * raw + 0.5:
+            exhausted = int(max_ep * raw / share) if share > 0 else 0
+            flags.append({"stage": stage.name, "source": s.name, "kind": "over_repetition",
+                          "message": f"{s.name} needs {epochs:.2f} epochs (allowed {max_ep:g}); blended "
+                                     f"proportionally it runs out at token {exhausted:,} of {budget:,} "
+                                     f"({100 * exhausted / max(budget, 1):.1f}% of the stage)"})
+        excluded = None
+        if e is None:
+            excluded = "not in this stage's mixture"
+        elif effective == 0:
+            excluded = "0 epochs" if e.epochs == 0 else ("weight 0" if e.weight == 0 else "no tokens")
+        rows.append(MixtureRow(stage.name, s.name, s.category, raw, documents[s.name], round(epochs, 6), effective,
+                               round(share, 9), stage.category_targets.get(s.category), max_ep, exhausted, excluded))
+    for cat, target in stage.category_targets.items():
+        reachable = sum(r.max_epochs * r.raw_tokens for r in rows if r.category == cat
+                        and entries[r.source] is not None and entries[r.source].weight is not None)
+        reachable += sum(r.effective_tokens for r in rows if r.category == cat
+                         and entries[r.source] is not None and entries[r.source].epochs is not None)
+        if reachable + 0.5 < target * budget:
+            flags.append({"stage": stage.name, "source": None, "kind": "target_unreachable",
+                          "message": f"category {cat!r} targets {100 * target:.1f}% ({target * budget:,.0f} tokens) "
+                                     f"but its sources hold at most {reachable:,.0f} within their allowed epochs "
+                                     f"({100 * reachable / max(budget, 1):.1f}%)"})
+    return StagePlan(stage, int(budget), rows, flags)
+
+
+def plan_long_context_stage(stage: Stage, sources: list[Source], tokens: dict[str, int],
+                            documents: dict[str, int], lengths: dict[str, np.ndarray]) -> StagePlan:
+    lc = stage.long_context
+    order = [s.name for s in sources]
+    used = [s for s in order if s in lc.priority or s in lc.top_up]
+    plan = plan_long_context(stage.name, stage.seq_length, lc.buckets, lc.targets, lc.priority, lc.top_up,
+                             {s: lengths[s] for s in used}, order)
+    selected = {s: int((plan.counts[s].astype(np.int64) * lengths[s]).sum()) if s in plan.counts else 0
+                for s in order}
+    total = sum(selected.values())
+    rows = []
+    for s in sources:
+        raw = tokens[s.name]
+        eff = selected[s.name]
+        short = any(b.realised_tokens < b.target_tokens for b in plan.buckets)
+        excluded = None if eff else ("not in this stage's priority or top_up" if s.name not in used
+                                     else "no documents of a bucket's length" if short
+                                     else "not needed: earlier sources filled the buckets")
+        rows.append(MixtureRow(stage.name, s.name, s.category, raw, documents[s.name],
+                               round(eff / raw, 6) if raw else 0.0, eff, round(eff / total, 9) if total else 0.0,
+                               None, s.max_epochs, None, excluded))
+    flags = [{"stage": stage.name, "source": None, "kind": "bucket_short",
+              "message": f"bucket ({b.lower}, {b.upper}] reached {b.realised_tokens:,} of {b.target_tokens:,} "
+                         f"tokens ({b.topup_tokens:,} from top-up)"}
+             for b in plan.buckets if b.realised_tokens < b.target_tokens]
+    return StagePlan(stage, total, rows, flags, plan)
+
+
+def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int],
+                lengths: Callable[[str], np.ndarray] | None = None) -> list[StagePlan]:
+    """Plan every stage; `lengths(source)` gives per-document token counts (long-context stages need it)."""
+    plans = []
+    for st in recipe.stages:
+        if st.long_context is not None:
+            plans.append(plan_long_context_stage(st, recipe.sources, tokens, documents,
+                                                 {s.name: lengths(s.name) for s in recipe.sources}))
+        else:
+            plans.append(plan_stage(st, recipe.sources, tokens, documents))
+    return plans
+
+
+def mark_inclusion(source_rows: list[dict], plans: list[StagePlan]) -> None:
+    """A source is included when some stage gives it tokens; otherwise the row says why not."""
+    for row in source_rows:
+        mine = [r for p in plans for r in p.rows if r.source == row["source"]]
+        row["included"] = any(r.effective_tokens > 0 for r in mine)
+        if not row["included"]:
+            reasons = sorted({r.excluded or "no tokens" for r in mine})
+            row["excluded_reason"] = ("no documents survived curation" if all(r.raw_tokens == 0 for r in mine)
+                                      else "; ".join(reasons))
+
+
+def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
+    """The `mixture` and `mixture_flags` ledger tables of a run."""
+    return {
+        "mixture": [r.as_row(run) for p in plans for r in p.rows],
+        "mixture_flags": [{"run": run, **f} for p in plans for f in p.flags],
+        "stages": [{"run": run, "stage": p.stage.name, "seq_length": p.stage.seq_length,
+                    "budget_tokens": p.budget_tokens} for p in plans],
+        "buckets": [{"run": run, "stage": b.stage, "bucket": b.bucket, "lower": b.lower, "upper": b.upper,
+                     "target_tokens": b.target_tokens, "filled_tokens": b.filled_tokens,
+                     "topup_tokens": b.topup_tokens, "realised_tokens": b.realised_tokens,
+                     "documents": b.documents,
+                     "sources": ", ".join(f"{k}={v}" for k, v in b.by_source.items())}
+                    for p in plans if p.long_context for b in p.long_context.buckets],
+    }

@@ -1,0 +1,1 @@
+"""The run's graph: nodes, the phase table, step composition, fingerprints, explain."""

@@ -1,0 +1,1 @@
+"""Audio: clip manifests and checks, spectral fingerprints, the WavTokenizer codec, interleaving, tokenization."""

@@ -1,0 +1,1 @@
+"""Compliance steps: licence policy and approved constituents, retroactive robots.txt opt-out."""

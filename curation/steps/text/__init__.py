@@ -1,0 +1,1 @@
+"""Text: readers, normalisation, filters, PII, MinHash signatures, conversation turns, tokenization."""

