@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from curation.errors import InputError
 from curation.core.urls import ascii_host, normalize_url
+from curation.errors import InputError
 
 Resolver = Callable[[str], list[str]]
 FEED_FORMATS = ("firehol", "spamhaus", "urlhaus", "hosts")

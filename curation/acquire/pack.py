@@ -18,8 +18,8 @@ import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from curation.errors import InputError
 from curation.core.media import IMAGE_EXTS
+from curation.errors import InputError
 
 TAR_NAME = "images-{:05d}.tar"
 

@@ -30,10 +30,10 @@ import re
 import shutil
 from pathlib import Path, PurePosixPath
 
-from curation.errors import InputError
 from curation.core.hashing import fingerprint, sha256_file
-from curation.recipe.load import LoadedRecipe
 from curation.core.layout import raw_dir
+from curation.errors import InputError
+from curation.recipe.load import LoadedRecipe
 
 RECORD = "acquired.json"
 
@@ -58,7 +58,12 @@ def guard_for(loaded: LoadedRecipe, raw_root: Path, resolver=None):
     """The run's guard. Feeds given as URLs are fetched afresh each run, by a guard that checks scheme
     and resolution only (no lists exist yet), into `raw/_feeds/`."""
     from curation.acquire.fetch import Fetcher, FetchPolicy
-    from curation.acquire.netguard import AccessLists, Guard, load_feeds, system_resolver
+    from curation.acquire.netguard import (
+        AccessLists,
+        Guard,
+        load_feeds,
+        system_resolver,
+    )
     resolver = resolver or system_resolver
     feeds = []
     for f in loaded.recipe.network.feeds:

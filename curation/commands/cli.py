@@ -20,8 +20,8 @@ def _cmd_validate(a) -> int:
 
 
 def _cmd_explain(a) -> int:
-    from curation.plan.graph import explain
     from curation.commands.run import load_plan
+    from curation.plan.graph import explain
     print(explain(load_plan(a.recipe)))
     return 0
 

@@ -5,20 +5,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from curation.core.markers import read_marker
+from curation.core.vocab import Vocabulary
+from curation.corpus import minhash as minhash_tasks
+from curation.corpus.decont import phase as decont_tasks
 from curation.ledger import build_rows, write_ledger
-from curation.train.writeback import previous_consumed
 from curation.mixture.manifests import build_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
 from curation.plan.graph import Node, Plan, build_plan
 from curation.recipe import load_recipe
-from curation.corpus import minhash as minhash_tasks
-from curation.corpus.decont import phase as decont_tasks
 from curation.runtime import tasks
-from curation.core.markers import read_marker
 from curation.runtime.ray_executor import RayRuntime
 from curation.shards import read_index
-from curation.core.vocab import Vocabulary
+from curation.train.writeback import previous_consumed
 
 
 @dataclass

@@ -29,7 +29,14 @@ def _texts(paths: list[Path], field: str) -> Iterator[str]:
 
 def train_tokenizer(inputs: list[Path], out: Path, vocab_size: int = 16384, field: str = "text") -> Path:
     os.environ["RAYON_NUM_THREADS"] = "1"  # parallel merges are not tie-stable across runs
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
 
     files: list[Path] = []
     for p in inputs:

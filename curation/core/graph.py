@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def components(n: int, edges: np.ndarray) -> np.ndarray:
     """Label of every node = the smallest node index in its connected component."""
     labels = np.arange(n, dtype=np.int64)

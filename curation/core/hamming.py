@@ -6,7 +6,7 @@ hashes whose substring, in some block, lies within that small distance of the qu
 binary search in one sorted table per block. For the radii images use (r ≤ 5) there are r + 1
 blocks, so some block matches exactly and each block costs one lookup; larger radii probe 16-bit
 blocks within floor(r / 4) bits. Every candidate is then checked with a popcount, so
-the answer is exactly brute force's (tests/test_hamming.py), only without touching most hashes
+the answer is exactly brute force's (tests/core/test_hamming.py), only without touching most hashes
 (tests/benchmarks/bench_hamming.py). Used by image decontamination and, later, image dedup.
 """
 from __future__ import annotations

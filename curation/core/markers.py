@@ -11,6 +11,7 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_json
 from curation.core.layout import marker_path
 
+
 def read_marker(out: Path, key: str, fingerprint: str) -> dict | None:
     path = marker_path(out, key)
     try:

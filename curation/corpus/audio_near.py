@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.steps.audio.fingerprint import near_duplicates
 from curation.core.graph import components
+from curation.steps.audio.fingerprint import near_duplicates
 
 CLUSTERS = pa.schema([("cluster", pa.string()), ("kind", pa.string()), ("kept_source", pa.string()),
                       ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.hamming import HammingIndex
 from curation.core.graph import components
+from curation.core.hamming import HammingIndex
 
 CLUSTERS = pa.schema([("cluster", pa.string()), ("domain", pa.string()), ("kept_source", pa.string()),
                       ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),

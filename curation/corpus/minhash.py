@@ -26,13 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
-from curation.core.markers import write_marker
-from curation.core.layout import processed_path
-from curation.core.atomic import save_array
-from curation.steps.text.minhash import NO_SHINGLES, Shingler, band_keys, permutations, signature
-from curation.core.layout import edges_path, sig_path
+from curation.core.atomic import atomic_write_parquet, save_array
 from curation.core.graph import clustered_roots
+from curation.core.layout import edges_path, processed_path, sig_path
+from curation.core.markers import write_marker
+from curation.steps.text.minhash import (
+    NO_SHINGLES,
+    Shingler,
+    band_keys,
+    permutations,
+    signature,
+)
 
 
 @lru_cache(maxsize=2)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from curation.errors import CurateError
 from curation.core.atomic import atomic_write_parquet
+from curation.errors import CurateError
 
 SCHEMAS: dict[str, pa.Schema] = {
     "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),

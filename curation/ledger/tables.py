@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-
-from curation.acquire.sources import read_acquired
 from curation import __version__
+from curation.acquire.sources import read_acquired
+from curation.core.record import StepStats
 from curation.errors import ConservationError
 from curation.plan.graph import Plan
-from curation.core.record import StepStats
 from curation.shards.counting import count_tokens_by_modality
-
 
 
 def decontamination_rows(run: str, source: str, step: StepStats, out: Path) -> list[dict]:

@@ -16,17 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
+from curation.core.atomic import atomic_write_json, save_array
+from curation.core.hashing import fingerprint, sha256_file
+from curation.core.vocab import Block
 from curation.errors import VerifyError
-from curation.shards.counting import count_tokens_by_modality
 from curation.mixture.merkle import ledger_digests, manifest_leaves, merkle_root
 from curation.mixture.planning import StagePlan
-from curation.plan.graph import Plan
-from curation.core.hashing import fingerprint, sha256_file
-from curation.core.atomic import atomic_write_json
-from curation.core.atomic import save_array
 from curation.mixture.sampling import plan_seed, read_plan, sample_counts, save_counts
+from curation.plan.graph import Plan
 from curation.shards import read_index
-from curation.core.vocab import Block
+from curation.shards.counting import count_tokens_by_modality
 
 FORMAT = "curate-manifest/1"
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests

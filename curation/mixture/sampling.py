@@ -14,8 +14,8 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-from curation.core.atomic import save_array
 
+from curation.core.atomic import save_array
 
 
 def plan_seed(stage_fingerprint: str, source: str) -> int:

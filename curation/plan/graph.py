@@ -17,8 +17,8 @@ from pathlib import Path
 
 from curation import __version__
 from curation.core.hashing import fingerprint
-from curation.recipe import LoadedRecipe
 from curation.core.vocab import Vocabulary
+from curation.recipe import LoadedRecipe
 
 CODE_EPOCH = __version__  # outputs of a different curate version are recomputed
 
@@ -211,8 +211,8 @@ def _manifest_files_sha(manifest: Path, src) -> str:
 def _codec(loaded: LoadedRecipe, field: str = "image_tokenizer", kind: str = "image",
            example: str = "../tokenizers/curate-demo-ibq.yaml") -> dict:
     """The codec named by `image_tokenizer` / `audio_tokenizer`, with a content hash for fingerprints."""
-    from curation.errors import RecipeError
     from curation.core.hashing import sha256_file
+    from curation.errors import RecipeError
     if getattr(loaded.recipe, field) is None:
         raise RecipeError(f"{loaded.path}: the recipe has {kind} sources but no `{field}`; name a "
                           f"codec configuration (e.g. {example}) or checkpoint folder")

@@ -8,7 +8,6 @@ from pydantic import Field, model_validator
 
 from curation.recipe.base import Strict
 
-
 OnError = Literal["raise", "skip", "quarantine"]
 
 

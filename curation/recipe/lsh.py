@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def candidate_probability(jaccard: float, bands: int, rows: int) -> float:
     return 1 - (1 - jaccard ** rows) ** bands
 

@@ -25,8 +25,16 @@ from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.filters import (  # noqa: F401 - part of the schema
-    C4QualityFilter, FilterBase, FilterConfig, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter,
-    LanguageFilter, LengthFilter, OnError)
+    C4QualityFilter,
+    FilterBase,
+    FilterConfig,
+    FineWebQualityFilter,
+    GopherQualityFilter,
+    GopherRepetitionFilter,
+    LanguageFilter,
+    LengthFilter,
+    OnError,
+)
 from curation.recipe.modalities import Audio, Images, Reasoning
 from curation.recipe.stages import Ablation, HeldOut, LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
 

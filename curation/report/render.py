@@ -9,8 +9,8 @@ import html
 import re
 from pathlib import Path
 
-from curation.report.plots import composition_plot, flow_plot, funnel_plot
 from curation.core.atomic import atomic_write_bytes
+from curation.report.plots import composition_plot, flow_plot, funnel_plot
 
 
 def _table(header: list[str], body: list[list]) -> tuple[str, str]:

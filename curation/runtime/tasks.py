@@ -13,24 +13,36 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.steps.compliance.licences import ApprovedConstituents, LicencePolicy
-from curation.steps.compliance.optout import OptOutIndex, RobotsOptOut
+from curation.core.atomic import atomic_write_jsonl, atomic_write_parquet
+from curation.core.layout import (
+    LONG_CONTEXT,
+    NO_REASONING,
+    part_prefix,
+    processed_path,
+    shar_dir,
+    source_prefix,
+)
+from curation.core.markers import write_marker
+from curation.core.record import QuarantineSink, Record
+from curation.core.urls import normalize_url
+from curation.core.vocab import Vocabulary
 from curation.errors import InputError
 from curation.recipe.schema import Source
-from curation.core.atomic import atomic_write_jsonl, atomic_write_parquet
-from curation.core.markers import write_marker
 from curation.shards import IndexedWriter, ResumableWriter, merge
-from curation.core.record import QuarantineSink, Record
-from curation.steps.droplist import DropListed, ExactDedup, content_hash, resolve_duplicates
-from curation.core.urls import normalize_url
+from curation.steps.compliance.licences import ApprovedConstituents, LicencePolicy
+from curation.steps.compliance.optout import OptOutIndex, RobotsOptOut
+from curation.steps.droplist import (
+    DropListed,
+    ExactDedup,
+    content_hash,
+    resolve_duplicates,
+)
+from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
+from curation.steps.registry import build_filter
 from curation.steps.text.normalize import Normalize
 from curation.steps.text.pii import PIIRedactor
-from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
 from curation.steps.text.read import JsonlReader, TableReader
-from curation.steps.registry import build_filter
 from curation.steps.text.tokenize import TextTokenizer
-from curation.core.vocab import Vocabulary
-from curation.core.layout import LONG_CONTEXT, NO_REASONING, part_prefix, processed_path, shar_dir, source_prefix
 
 PROCESSED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta", pa.string()),
                               ("content_hash", pa.binary(16))])

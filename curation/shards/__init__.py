@@ -1,4 +1,10 @@
 """Megatron indexed shards: writer, reader of the index, merge."""
-from curation.shards.indexed import IndexedWriter, ResumableWriter, merge, read_index, read_tokens
+from curation.shards.indexed import (
+    IndexedWriter,
+    ResumableWriter,
+    merge,
+    read_index,
+    read_tokens,
+)
 
 __all__ = ["IndexedWriter", "ResumableWriter", "merge", "read_index", "read_tokens"]

@@ -18,7 +18,6 @@ from curation.core.record import Drop, Record
 from curation.steps.base import Filter
 
 
-
 def content_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 

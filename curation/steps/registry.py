@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.recipe import schema
 from curation.core.record import QuarantineSink
+from curation.recipe import schema
 from curation.steps.base import Step
 from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
 

@@ -6,7 +6,7 @@ order, shuffled with a seed from the stage fingerprint, and rows of `seq_length 
 from that stream of documents (a document may continue in the next row). The position is
 (occurrence, token offset): saving and restoring it continues the exact same stream. Over the whole
 stage the tokens per source are exactly the plan's; over a prefix they follow the plan's shares up
-to sampling error (`tests/test_train.py` checks both, and checks the shares against megatron-core's
+to sampling error (`tests/train/test_train.py` checks both, and checks the shares against megatron-core's
 blended dataset on the same manifest).
 
 Each row also carries, per token, a document number (for cross-document masking) and the source

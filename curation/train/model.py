@@ -30,7 +30,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from curation.errors import RecipeError
-from curation.train.ssd import causal_conv1d, positions_in_segment, segment_ids, ssd_scan
+from curation.train.ssd import (
+    causal_conv1d,
+    positions_in_segment,
+    segment_ids,
+    ssd_scan,
+)
 
 LAYER_KINDS = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
 

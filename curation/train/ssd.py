@@ -14,7 +14,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-
 # -- document segments ------------------------------------------------------------------------
 
 def segment_ids(doc_ids: torch.Tensor | None = None, reset: torch.Tensor | None = None) -> torch.Tensor | None:

@@ -37,13 +37,16 @@ def main() -> None:
     import torch
     from lhotse import CutSet
 
-    from curation.steps.audio.codec import load_audio_codec
-    from curation.steps.audio.ingest import AudioCheck, write_shar
-    from curation.steps.audio.ingest import AudioManifestReader
-    from curation.steps.audio.tokenize import AudioTokenizer, bucketed_batches, padding_waste
-    from curation.recipe.schema import Audio
     from curation.core.record import QuarantineSink
     from curation.core.vocab import Vocabulary
+    from curation.recipe.schema import Audio
+    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, write_shar
+    from curation.steps.audio.tokenize import (
+        AudioTokenizer,
+        bucketed_batches,
+        padding_waste,
+    )
 
     rows = list(csv.DictReader(open(AUDIO / "manifest.csv")))
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
@@ -117,7 +120,7 @@ def main() -> None:
         *[f"| {name} | {t['wall']:.2f} | {t['load']:.2f} | {t['encode']:.2f} | {100 * t['encode'] / t['wall']:.0f}% |"
           for name, t in out.items()], "",
         "No GPU machine was lent to this task: codec throughput on CUDA and GPU-vs-CPU code equality are not "
-        "measured here (`tests/test_audio_codec.py` pins the float32 contract on CPU).", "",
+        "measured here (`tests/steps/audio/test_audio_codec.py` pins the float32 contract on CPU).", "",
     ]
     (REPO / "reports" / "benchmarks" / "audio.md").write_text("\n".join(lines))
     print("\n".join(lines))

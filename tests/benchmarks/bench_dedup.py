@@ -102,8 +102,12 @@ def run_curate(folder: Path, out: Path) -> tuple[set[str], set[str], list[list[s
 
 def run_datatrove(folder: Path, work: Path, ids: set[str]) -> tuple[set[str], set[str]]:
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup import (MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter,
-                                          MinhashDedupSignature)
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
@@ -130,9 +134,8 @@ def run_datatrove(folder: Path, work: Path, ids: set[str]) -> tuple[set[str], se
 
 
 def run_datasketch(docs: list[dict]) -> tuple[set[str], set[str]]:
-    from datasketch import MinHash, MinHashLSH
-
     import numpy as np
+    from datasketch import MinHash, MinHashLSH
 
     from curation.core.graph import components
     from curation.steps.text.minhash import Shingler

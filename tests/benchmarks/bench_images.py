@@ -36,8 +36,8 @@ def main() -> None:
         return
     from PIL import Image
 
-    from curation.steps.image.plan import plan
     from curation.core.media import IMAGE_EXTS
+    from curation.steps.image.plan import plan
     from curation.steps.image.scan import scan_tar
 
     files = sorted(p for sub in ("natural", "near_duplicates", "charts", "text_rich") for p in (IMAGES / sub).iterdir()
@@ -103,12 +103,13 @@ def torch_threads() -> int:
 
 def encode_overlap(blobs: list[bytes], n: int) -> dict:
     import hashlib
+
     from PIL import Image
 
-    from curation.steps.image.tokenize import ImageTokenizer, load_codec
-    from curation.shards import ResumableWriter
     from curation.core.record import QuarantineSink, Record
     from curation.core.vocab import Vocabulary
+    from curation.shards import ResumableWriter
+    from curation.steps.image.tokenize import ImageTokenizer, load_codec
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"))
     records = []

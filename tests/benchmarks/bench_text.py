@@ -63,13 +63,13 @@ def recipe(folder: Path, corpus: Path) -> Path:
 
 def curate_single(corpus: Path, out: Path) -> tuple[int, int]:
     """curate's steps in this process, shard by shard, as a Ray task runs them."""
+    from curation.core.record import QuarantineSink
+    from curation.core.vocab import Vocabulary
     from curation.recipe import schema
     from curation.shards import IndexedWriter
-    from curation.core.record import QuarantineSink
-    from curation.steps.text.read import JsonlReader
     from curation.steps.registry import build_filter
+    from curation.steps.text.read import JsonlReader
     from curation.steps.text.tokenize import TextTokenizer
-    from curation.core.vocab import Vocabulary
 
     vocab = Vocabulary.load(VOCAB)
     docs = tokens = 0
@@ -93,8 +93,12 @@ def curate_single(corpus: Path, out: Path) -> tuple[int, int]:
 
 def datatrove_pipeline(corpus: Path, out: Path, workers: int) -> tuple[int, int]:
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                            GopherRepetitionFilter)
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.tokens import MegatronDocumentTokenizer
 
@@ -123,12 +127,11 @@ def curate_ray(corpus: Path, out: Path, workers: int, work: Path) -> tuple[int, 
 
 def tokenize_stage(texts: list[str], out: Path) -> tuple[float, float]:
     """(seconds for curate's tokenize step + shard writer, seconds for bare encode_batch)."""
-    from tokenizers import Tokenizer
-
-    from curation.shards import IndexedWriter
     from curation.core.record import Record
-    from curation.steps.text.tokenize import TextTokenizer
     from curation.core.vocab import Vocabulary
+    from curation.shards import IndexedWriter
+    from curation.steps.text.tokenize import TextTokenizer
+    from tokenizers import Tokenizer
 
     vocab = Vocabulary.load(VOCAB)
     records = [Record(str(i), "en", t) for i, t in enumerate(texts)]

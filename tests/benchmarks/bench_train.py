@@ -78,7 +78,7 @@ def main() -> None:
         "| source | planned share | consumed share |", "|---|---|---|",
         *[f"| {s} | {planned[s] / total_p:.3f} | {got[s] / total_g:.3f} |" for s in planned], "",
         "No GPU machine was lent to this task: the mamba-ssm kernel against the pure-PyTorch SSD scan (tokens/s "
-        "and agreement) is not measured; `tests/test_model.py -k kernel` checks agreement where CUDA and "
+        "and agreement) is not measured; `tests/train/test_model.py -k kernel` checks agreement where CUDA and "
         "mamba-ssm exist.", "",
     ]
     (REPO / "reports" / "benchmarks" / "train.md").write_text("\n".join(lines))

@@ -20,13 +20,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curation.core.atomic import atomic_write_parquet
+from curation.core.layout import decont_dir, flags_path, processed_path
+from curation.core.markers import write_marker
 from curation.corpus.decont.benchmarks import load_items
 from curation.corpus.decont.index import build_index, match
 from curation.errors import DecontaminationGuard
-from curation.core.atomic import atomic_write_parquet
-from curation.core.markers import write_marker
-from curation.core.layout import processed_path
-from curation.core.layout import decont_dir, flags_path
 
 FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
                          ("benchmark", pa.string()), ("item", pa.int64()), ("item_id", pa.string()),

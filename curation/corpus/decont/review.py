@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.corpus.decont.index import overlap_words
 from curation.core.atomic import atomic_write_parquet
-from curation.steps.text.minhash import Shingler
 from curation.core.layout import decont_dir
+from curation.corpus.decont.index import overlap_words
+from curation.steps.text.minhash import Shingler
 
 _CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
 

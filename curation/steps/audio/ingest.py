@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.errors import RecordError
 from curation.core.record import Record
+from curation.errors import RecordError
 from curation.steps.base import Step
 
 SAMPLE_RATE = 24_000

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from curation.core.record import Record
+from curation.core.vocab import Vocabulary
+from curation.shards import IndexedWriter
 from curation.steps.audio.codec import WavTokenizerEncoder
 from curation.steps.audio.ingest import peak_normalise
 from curation.steps.audio.interleave import MAX_LEN, Clip, audio_tokens, build
-from curation.shards import IndexedWriter
-from curation.core.record import Record
 from curation.steps.base import Step
-from curation.core.vocab import Vocabulary
 
 DROP_LAST = 5
 

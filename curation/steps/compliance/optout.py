@@ -60,10 +60,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from protego import Protego
 
-from curation.errors import InputError, RecordError
 from curation.core.record import Drop
-from curation.steps.base import Filter
 from curation.core.urls import ascii_host
+from curation.errors import InputError, RecordError
+from curation.steps.base import Filter
 
 DEFAULT_AGENTS = (
     "GPTBot",

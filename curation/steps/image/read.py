@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from curation.core.media import IMAGE_EXTS, key_of
+from curation.core.record import Drop, Record
 from curation.errors import RecordError
+from curation.steps.base import Step
 from curation.steps.image.captions import caption_problem
 from curation.steps.image.decode import decode
 from curation.steps.image.phash import phash64
-from curation.core.media import IMAGE_EXTS, key_of
-from curation.core.record import Drop, Record
-from curation.steps.base import Step
 
 
 class WebDatasetReader(Step):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
+
 from curation.core.media import IMAGE_EXTS, key_of
 
 FIRST_READ = 4096

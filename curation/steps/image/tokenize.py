@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from curation.core.record import Record, StepStats
+from curation.core.vocab import Vocabulary
+from curation.shards import ResumableWriter
+from curation.steps.base import Step
 from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
 from curation.steps.image.decode import decode
 from curation.steps.image.plan import plan
-from curation.shards import ResumableWriter
-from curation.core.record import Record, StepStats
-from curation.steps.base import Step
-from curation.core.vocab import Vocabulary
 
 
 @lru_cache(maxsize=2)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from curation.core.record import Drop, Record
 from curation.errors import RecipeError
 from curation.recipe import schema
-from curation.core.record import Drop, Record
 from curation.steps.base import Filter
 
 
@@ -52,8 +52,8 @@ class DatatroveFilter(Filter):
     def __init__(self, cfg, **kw):
         self.name = cfg.type
         super().__init__(on_error=cfg.on_error, **kw)
-        from datatrove.pipeline import filters as dt_filters
         from datatrove.data import Document
+        from datatrove.pipeline import filters as dt_filters
         self._Document = Document
         from curation.steps.text.word_cache import share_spacy_passes
         params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)

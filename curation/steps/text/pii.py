@@ -33,10 +33,14 @@ import re
 from collections import Counter
 from functools import lru_cache, partial
 
-from datatrove.pipeline.formatters.pii import PIIFormatter, PIIReplacer, public_ip_validator
+from datatrove.pipeline.formatters.pii import (
+    PIIFormatter,
+    PIIReplacer,
+    public_ip_validator,
+)
 
-from curation.errors import RecipeError
 from curation.core.record import Drop, Record
+from curation.errors import RecipeError
 from curation.steps.base import Step
 
 KINDS = ("email", "ip", "iban", "phone")

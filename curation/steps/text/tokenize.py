@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from curation.core.record import Record
+from curation.core.vocab import Vocabulary
 from curation.steps.base import BatchStep
 from curation.steps.text.turns import END, MARKERS, split_turns
-from curation.core.vocab import Vocabulary
 
 
 class TextTokenizer(BatchStep):

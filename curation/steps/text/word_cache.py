@@ -5,12 +5,16 @@ per-language spaCy word tokenizer to split the same text again (words three time
 spans once). Profiling the demo's filter chain showed spaCy tokenisation at ~85% of the run
 time. `share_spacy_passes()` wraps the shared tokenizer instances so that the first request for a
 text computes words, sentences and sentence spans in one pass and the others reuse it.
-Results are the same lists datatrove computes (tests/test_word_cache.py checks verdicts and
+Results are the same lists datatrove computes (tests/steps/text/test_word_cache.py checks verdicts and
 splits on real documents; tests/benchmarks/bench_text.py measures the gain).
 """
 from __future__ import annotations
 
-from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer, strip_strings
+from datatrove.utils.word_tokenizers import (
+    SpaCyTokenizer,
+    load_word_tokenizer,
+    strip_strings,
+)
 
 
 class _OnePass:

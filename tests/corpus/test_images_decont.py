@@ -12,8 +12,9 @@ from curation.corpus.decont.images import match_images
 from curation.errors import RecordError
 from curation.steps.image.decode import decode
 from curation.steps.image.phash import distance, phash64
+from tests.conftest import SHARED_DATA
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "images"
+SHARED = SHARED_DATA / "images"
 
 
 def picture(seed: int, size=(320, 240), mode="RGB") -> Image.Image:

@@ -11,8 +11,8 @@ RECIPE = REPO / "recipes" / "images.yaml"
 @pytest.mark.slow
 def test_image_recipe_end_to_end(tmp_path):
     from curation.commands.run import run
-    from curation.shards import read_index, read_tokens
     from curation.core.vocab import Vocabulary
+    from curation.shards import read_index, read_tokens
 
     a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
@@ -39,8 +39,8 @@ def test_image_recipe_end_to_end(tmp_path):
 
 
 def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
-    from curation.errors import RecipeError
     from curation.commands.run import load_plan
+    from curation.errors import RecipeError
     text = RECIPE.read_text()
     (tmp_path / "images").symlink_to(REPO / "recipes" / "images")
     (tmp_path / "r.yaml").write_text(text.replace("image_tokenizer: ../tokenizers/curate-demo-ibq.yaml\n", "")

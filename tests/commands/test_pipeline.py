@@ -2,33 +2,20 @@
 import json
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
+from curation.commands.run import run
+from curation.core.record import StepStats
 from curation.errors import ConservationError, VerifyError
 from curation.ledger import query
 from curation.ledger.tables import check_conservation
 from curation.mixture.manifests import megatron_blend, verify_manifest
-from curation.commands.run import run
-from curation.core.record import StepStats
 from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
+from tests.outputs import _files, _ledger_rows
 
 pytestmark = pytest.mark.slow
-
-
-def _files(out: Path, *globs: str) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for g in globs for p in sorted(out.glob(g))}
-
-
-def _ledger_rows(out: Path) -> dict[str, list[dict]]:
-    rows = {}
-    for p in sorted((out / "ledger").glob("*.parquet")):
-        table = pq.read_table(p).to_pylist()
-        rows[p.stem] = [{k: v for k, v in r.items() if k != "seconds"} for r in table]
-    return rows
 
 
 def test_demo_run_verifies_and_balances(demo_run):
@@ -68,7 +55,9 @@ def test_demo_run_verifies_and_balances(demo_run):
 
 
 def test_megatron_core_reads_the_shards_and_blend(demo_run):
-    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 

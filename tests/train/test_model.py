@@ -9,7 +9,13 @@ import torch.nn.functional as F
 
 from curation.errors import RecipeError
 from curation.train.model import HybridLM, Mamba2, ModelConfig, MoE
-from curation.train.ssd import causal_conv1d, segment_ids, ssd_chunked, ssd_reference, ssd_scan
+from curation.train.ssd import (
+    causal_conv1d,
+    segment_ids,
+    ssd_chunked,
+    ssd_reference,
+    ssd_scan,
+)
 
 V = 97
 

@@ -2,8 +2,8 @@ from collections import Counter
 
 import pytest
 
-from curation.errors import RecipeError
 from curation.core.record import QuarantineSink, Record
+from curation.errors import RecipeError
 from curation.steps.text.pii import PIIRedactor, iban_valid, redact
 
 

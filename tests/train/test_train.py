@@ -56,7 +56,9 @@ def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(demo_run):
 @pytest.mark.slow
 def test_shares_agree_with_megatron_cores_blended_dataset(demo_run):
     """Our loader against megatron-core's BlendedMegatronDatasetBuilder on the same manifest blend."""
-    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
     from curation.mixture.manifests import megatron_blend
@@ -114,8 +116,8 @@ def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_co
 
 
 def test_targets_follow_the_stage_rules():
-    from curation.train.targets import TargetRules
     from curation.core.vocab import Vocabulary
+    from curation.train.targets import TargetRules
     v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
              "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
@@ -168,8 +170,8 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
         assert len(r["curve"]) == 3
     ranks = [r["average_rank"] for r in summary["candidates"]]
     assert ranks == sorted(ranks)
-    from curation.commands.run import load_plan
     from curation.commands.ablate import _heldout
+    from curation.commands.run import load_plan
     ab = load_plan(REPO / "recipes" / "demo.yaml").recipe.recipe.ablation
     withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
     assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
@@ -180,8 +182,8 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
 
 
 def test_sft_targets_are_assistant_turns_only():
-    from curation.train.targets import TargetRules
     from curation.core.vocab import Vocabulary
+    from curation.train.targets import TargetRules
     v = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     vocab = {"blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks],
              "reserved": v.reserved, "eod": v.eod_id, "pad": v.pad_id}
@@ -195,8 +197,8 @@ def test_sft_targets_are_assistant_turns_only():
 @pytest.mark.slow
 def test_sft_conversations_keep_their_turns_into_the_shards(tmp_path):
     from curation.commands.run import run
-    from curation.shards import read_tokens
     from curation.core.vocab import Vocabulary
+    from curation.shards import read_tokens
     from tests.conftest import VOCAB, write_jsonl
     conv = [{"role": "user", "content": "What is two plus two?"},
             {"role": "assistant", "content": "Let me check with the calculator."},

@@ -12,9 +12,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from curation.steps.audio.interleave import (MAX_LEN, Clip, audio_tokens, build, interleave, runs,
-                                       transcription)
 from curation.core.vocab import Vocabulary
+from curation.steps.audio.interleave import (
+    MAX_LEN,
+    Clip,
+    audio_tokens,
+    build,
+    interleave,
+    runs,
+    transcription,
+)
 from tests.conftest import VOCAB
 
 

@@ -9,8 +9,8 @@ from tests.conftest import VOCAB, write_jsonl
 @pytest.mark.slow
 def test_merge_writes_a_copy_without_reasoning_spans(tmp_path):
     from curation.commands.run import run
-    from curation.shards import read_index, read_tokens
     from curation.core.vocab import Vocabulary
+    from curation.shards import read_index, read_tokens
     rows = [{"id": "a", "text": "Question: two plus two? <think>2 + 2 is 4, check: yes.</think> Answer: four."},
             {"id": "b", "text": "No reasoning here, just an answer."},
             {"id": "c", "text": "Start <think>first</think> middle <think>second</think> end <think>unclosed"}]

@@ -3,7 +3,7 @@ import pytest
 
 from curation.commands.run import run
 from tests.conftest import DEMO
-from tests.test_pipeline import _files, _ledger_rows
+from tests.outputs import _files, _ledger_rows
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +39,7 @@ def test_cluster_run_matches_embedded_run(two_node_cluster, demo_run, tmp_path):
 
 def test_cluster_tasks_ran_on_both_nodes(two_node_cluster):
     import ray
+
     from curation.runtime.ray_executor import RayRuntime
 
     def where(_):

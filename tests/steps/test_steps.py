@@ -3,9 +3,9 @@ import json
 
 import pytest
 
+from curation.core.record import Drop, QuarantineSink, Record
 from curation.errors import StepFailed
 from curation.recipe import schema
-from curation.core.record import Drop, QuarantineSink, Record
 from curation.steps.base import Filter
 from curation.steps.droplist import ExactDedup, content_hash, resolve_duplicates
 from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from curation.errors import InputError, RecordError
 from curation.steps.compliance.optout import (
     DEFAULT_AGENTS,
     REASON_OPT_OUT,
     Decision,
     OptOutIndex,
 )
-from curation.errors import InputError, RecordError
 
 ALLOW_ALL = "User-agent: *\nAllow: /\n"
 GPTBOT_OFF = "User-agent: GPTBot\nDisallow: /\n"

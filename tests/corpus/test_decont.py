@@ -65,8 +65,8 @@ sources:
 
 @pytest.mark.slow
 def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
-    from curation.errors import DecontaminationGuard
     from curation.commands.run import run
+    from curation.errors import DecontaminationGuard
 
     (tmp_path / "gsm.jsonl").write_text("".join(json.dumps({"idx": i, "question": q, "answer": "#### 42"}) + "\n"
                                                 for i, q in enumerate(QUESTIONS)))
@@ -101,9 +101,10 @@ def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
 
 def test_a_flagged_sample_removes_only_itself(tmp_path):
     """The Apertus 1.5 §3.4 incident: one flagged sample must never take its dataset (or namesakes) with it."""
-    from curation.corpus.decont.phase import removed_ids
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from curation.corpus.decont.phase import removed_ids
 
     (tmp_path / "work" / "decont").mkdir(parents=True)
     pq.write_table(pa.table({"source": ["web"], "shard": ["00001"], "id": ["x7"], "benchmark": ["gsm"]}),

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from curation.steps.compliance.licences import LicencePolicy, licence_class
 from curation.core.record import Record
+from curation.steps.compliance.licences import LicencePolicy, licence_class
 from tests.conftest import VOCAB, english_doc, write_jsonl
 
 

@@ -8,8 +8,14 @@ import pytest
 import torch
 import yaml
 
-from curation.steps.audio.codec import CODEBOOK_KEY, PREFIX, PUBLISHED, WavTokenizerEncoder, load_audio_codec
 from curation.errors import InputError
+from curation.steps.audio.codec import (
+    CODEBOOK_KEY,
+    PREFIX,
+    PUBLISHED,
+    WavTokenizerEncoder,
+    load_audio_codec,
+)
 from tests.conftest import REPO, VOCAB
 
 CONFIG_PATH = REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"

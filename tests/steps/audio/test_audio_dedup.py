@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from curation.steps.audio import fingerprint as D
+from tests.conftest import SHARED_DATA
 
 SR = 24_000
-AUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "audio"
+AUDIO = SHARED_DATA / "audio"
 real_clips = pytest.mark.skipif(not AUDIO.is_dir(), reason=f"real clips not available: {AUDIO.resolve()} is missing")
 
 

@@ -6,10 +6,10 @@ import random
 import numpy as np
 import pytest
 
-from curation.recipe.schema import MinHashDedup
 from curation.core.graph import components
 from curation.corpus.minhash import bucket_edges
 from curation.recipe.lsh import candidate_probability, params_for_threshold
+from curation.recipe.schema import MinHashDedup
 from curation.steps.text.minhash import Shingler, band_keys, permutations, signature
 from tests.conftest import REPO
 
@@ -128,9 +128,9 @@ def _docs(prefix: str, texts: list[str]) -> list[dict]:
 
 @pytest.mark.slow
 def test_incremental_dedup_against_an_earlier_run(tmp_path):
+    from curation.commands.run import run
     from curation.errors import RecipeError
     from curation.recipe import load_recipe
-    from curation.commands.run import run
     from tests.conftest import make_recipe, write_jsonl
 
     originals = _demo_docs(12)
@@ -163,9 +163,9 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
 
 def test_band_partitions_give_the_same_edges(tmp_path):
     """Splitting a band by hash range (the shuffle) changes which task finds an edge, never the edges."""
+    from curation.core.atomic import save_array
     from curation.core.layout import edges_path, sig_path
     from curation.corpus.minhash import run_band
-    from curation.core.atomic import save_array
 
     rng = np.random.default_rng(0)
     shards = [("a", "0"), ("a", "1"), ("b", "0")]

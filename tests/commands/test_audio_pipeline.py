@@ -47,8 +47,8 @@ def test_audio_recipe_end_to_end(tmp_path):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     from curation.commands.run import run
-    from curation.shards import read_index, read_tokens
     from curation.core.vocab import Vocabulary
+    from curation.shards import read_index, read_tokens
 
     a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
@@ -169,12 +169,12 @@ def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
     """Sequences longer than the stage-2 limit are written to `<source>.long_context`, the rest stay."""
     import pyarrow.parquet as pq
 
-    from curation.steps.audio.codec import load_audio_codec
-    from curation.steps.audio.tokenize import AudioTokenizer
     from curation.commands.run import run
-    from curation.shards import IndexedWriter, read_index
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
+    from curation.shards import IndexedWriter, read_index
+    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.tokenize import AudioTokenizer
     run(RECIPE, tmp_path / "w", workers=1, progress=False)
     [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
     ids = pq.read_table(table, columns=["id"]).column("id").to_pylist()

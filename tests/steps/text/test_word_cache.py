@@ -3,8 +3,12 @@ import gzip
 import json
 
 from datatrove.data import Document
-from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                        GopherRepetitionFilter)
+from datatrove.pipeline.filters import (
+    C4QualityFilter,
+    FineWebQualityFilter,
+    GopherQualityFilter,
+    GopherRepetitionFilter,
+)
 from datatrove.utils.word_tokenizers import SpaCyTokenizer
 
 from curation.steps.text.word_cache import _OnePass, share_spacy_passes

@@ -1,0 +1,16 @@
+"""Reading a run's outputs back for byte-identity comparisons."""
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+
+def _files(out: Path, *globs: str) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for g in globs for p in sorted(out.glob(g))}
+
+
+def _ledger_rows(out: Path) -> dict[str, list[dict]]:
+    rows = {}
+    for p in sorted((out / "ledger").glob("*.parquet")):
+        table = pq.read_table(p).to_pylist()
+        rows[p.stem] = [{k: v for k, v in r.items() if k != "seconds"} for r in table]
+    return rows
