@@ -24,15 +24,30 @@ os.environ.pop("RAY_ADDRESS", None)
 
 
 def pytest_sessionfinish(session, exitstatus):
+    import sys
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():  # the shared Ray of `ray_local`
+        sys.modules["ray"].shutdown()
     shutil.rmtree(_RAY_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
-    """The demo recipe run once with two workers; tests must not modify its output."""
+    """The demo recipe run once with the local executor (the determinism reference); tests must not
+    modify its output."""
     from curation.commands.run import run
-    out = tmp_path_factory.mktemp("demo-w2")
-    return run(DEMO, out, workers=2, progress=False)
+    out = tmp_path_factory.mktemp("demo")
+    return run(DEMO, out, progress=False)
+
+
+@pytest.fixture
+def ray_local():
+    """The embedded loopback Ray, started once and shared by the tests that need Ray (a `RayExecutor`
+    joins a running Ray instead of starting its own); the cluster tests stop it and start their own."""
+    import ray
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
+                 log_to_driver=False, configure_logging=True)
+    yield
 
 
 def write_jsonl(path: Path, rows: list, gz: bool = False) -> Path:

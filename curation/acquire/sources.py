@@ -30,6 +30,7 @@ import re
 import shutil
 from pathlib import Path, PurePosixPath
 
+from curation.core.atomic import atomic_write_json
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import raw_dir
 from curation.errors import InputError
@@ -44,9 +45,7 @@ def read_acquired(raw_root: Path, source: str) -> dict | None:
 
 
 def _write(folder: Path, record: dict) -> dict:
-    tmp = folder / f".{RECORD}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    tmp.replace(folder / RECORD)
+    atomic_write_json(folder / RECORD, record)
     return record
 
 
@@ -127,7 +126,10 @@ def _archive(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
 def _image_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     from curation.acquire.pack import folder_samples, write_tars
     samples = folder_samples(loaded.resolve(src.acquire.path))
-    sha = _listing_sha([(k, hashlib.sha256(data).hexdigest()) for k, data, _, _ in samples])
+    # every part of a sample counts: an edited sidecar caption or JSON is a changed input, re-packed
+    sha = _listing_sha([(k, fingerprint([hashlib.sha256(data).hexdigest(), fields,
+                                         hashlib.sha256(caption).hexdigest() if caption is not None else None]))
+                        for k, data, fields, caption in samples])
     key = fingerprint({"spec": spec, "sha256": sha})
     previous = read_acquired(folder.parent, src.name)
     if not (previous and previous.get("key") == key and any(folder.glob("images-*.tar"))):

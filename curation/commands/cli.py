@@ -10,7 +10,7 @@ from curation.errors import CurateError
 
 
 def _cmd_validate(a) -> int:
-    from curation.commands.run import load_plan
+    from curation.plan.graph import load_plan
     plan = load_plan(a.recipe)
     r = plan.recipe
     n = sum(len(v) for v in r.inputs.values())
@@ -20,15 +20,15 @@ def _cmd_validate(a) -> int:
 
 
 def _cmd_explain(a) -> int:
-    from curation.commands.run import load_plan
-    from curation.plan.graph import explain
-    print(explain(load_plan(a.recipe)))
+    from curation.plan.explain import explain
+    from curation.plan.graph import load_plan
+    print(explain(load_plan(a.recipe), nodes=a.nodes))
     return 0
 
 
 def _cmd_run(a) -> int:
     from curation.commands.run import run
-    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet)
+    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor)
     tok = sum(t["total_tokens"] for t in res.rows["tokens"])
     docs = sum(t["documents"] for t in res.rows["tokens"])
     print(f"{docs:,} documents, {tok:,} tokens in {res.out / 'tokenized'}")
@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
     s.add_argument("--address", default=None,
                    help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray)")
+    s.add_argument("--executor", choices=["auto", "local", "ray"], default="auto",
+                   help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
+                        "joining a cluster, else local)")
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.set_defaults(fn=_cmd_run)
 
@@ -140,8 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("recipe")
     s.set_defaults(fn=_cmd_validate)
 
-    s = sub.add_parser("explain", help="print the task graph with each node's fingerprint")
+    s = sub.add_parser("explain", help="print the phase table, step chains and each node's fingerprint")
     s.add_argument("recipe")
+    s.add_argument("--nodes", action="store_true", help="one `key fingerprint` line per node, nothing else")
     s.set_defaults(fn=_cmd_explain)
 
     s = sub.add_parser("verify", help="re-hash a manifest's shards and compare counts with the ledger")

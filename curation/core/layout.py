@@ -3,7 +3,8 @@
     raw/<source>/                     acquired inputs (`curation.acquire`)
     processed/<source>/<shard>.parquet   records after the process phase (`.shar/` for audio clips)
     work/markers/<node key>.json      completion markers (fingerprint + counts)
-    work/<phase>/...                  files that join the corpus-wide phases
+    work/<phase>/...                  files that join the corpus-wide phases; work/<phase>/drops/
+                                      <source>/<shard>.parquet: what a phase removes from a shard
     tokenized/<source>/parts/<shard>  per-task Megatron shards; tokenized/<source>/<source> merged
     quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons
     review/                           exports for people (decontamination review)
@@ -47,6 +48,16 @@ def quarantine_path(out: Path, source: str, shard: str, phase: str) -> Path:
 
 def work_dir(out: Path, phase: str) -> Path:
     return out / "work" / phase
+
+
+def drops_path(out: Path, phase: str, source: str, shard: str) -> Path:
+    """The ids a corpus-wide phase removes from one shard (id, reason), read by that shard's tokenize task."""
+    return work_dir(out, phase) / "drops" / source / f"{shard}.parquet"
+
+
+def codes_dir(out: Path, source: str, shard: str) -> Path:
+    """Codec output of finished batches of one tokenize task (its checkpoint)."""
+    return Path(f"{part_prefix(out, source, shard)}.codes")
 
 
 def sig_path(out: Path, source: str, shard: str) -> Path:

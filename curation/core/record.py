@@ -17,7 +17,9 @@ class Record:
     source: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
-    tokens: Any = None  # numpy int32 array once tokenized
+    # token sequences this record writes, by shard suffix ("" = the source's own shards; see
+    # `curation.core.layout` for the others), set by the tokenize step
+    shards: dict[str, list] = field(default_factory=dict)
     image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
     audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
 

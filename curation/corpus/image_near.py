@@ -1,10 +1,11 @@
-"""Perceptual-hash dedup of image samples by domain (Apertus 1.5 §2.2.1), run with exact dedup.
+"""Perceptual-hash dedup of image samples by domain (Apertus 1.5 §2.2.1).
 
 Within each domain, images whose pHashes lie within the domain's radius (`image_dedup` in the
 recipe; 0 = equal hashes, the default; null = the domain is not deduplicated, e.g. documents, whose
 pages look alike) are linked, across sources, through the exact Hamming index; each connected group
 keeps its earliest member in canonical order (recipe source order, shard, row), like text dedup.
-Samples already listed as exact duplicates take no part.
+Samples the exact phase already removes take no part. Drops are listed under the tokenize step
+`exact_dedup` (reason `image_near_duplicate`); clusters go to the ledger table `image_clusters`.
 """
 from __future__ import annotations
 
@@ -15,22 +16,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.graph import components
+from curation.core.atomic import atomic_write_parquet
+from curation.core.graph import CLUSTER_COLUMNS, cluster_row, components, groups
 from curation.core.hamming import HammingIndex
+from curation.core.hashing import fingerprint
+from curation.core.layout import drops_path, processed_path, work_dir
+from curation.core.node import CODE_EPOCH, Node
+from curation.corpus.base import CorpusPhase, PlanContext
+from curation.steps.droplist import read_drops
 
-CLUSTERS = pa.schema([("cluster", pa.string()), ("domain", pa.string()), ("kept_source", pa.string()),
-                      ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),
-                      ("sources", pa.list_(pa.string()))])
+CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("domain", pa.string()), *CLUSTER_COLUMNS[1:]])
 
 
-def image_duplicates(out: Path, shards: list[tuple[str, str]], spec: dict,
-                     exact_rows: list[dict]) -> tuple[list[dict], pa.Table]:
-    from curation.core.layout import processed_path
-    gone = {(r["source"], r["id"]) for r in exact_rows}
+def image_duplicates(out: Path, shards: list[tuple[str, str]], radii: dict, gone: set) -> tuple[list[dict], pa.Table]:
+    """(drop rows, cluster table) over the image shards; `gone`: (source, id) already removed."""
     entries: dict[str, list[tuple[str, str, str, int]]] = {}  # domain -> (source, shard, id, hash)
     for source, shard in shards:
-        if source not in spec["sources"]:
-            continue
         t = pq.read_table(processed_path(out, source, shard), columns=["id", "meta"])
         for rid, meta in zip(t.column("id").to_pylist(), t.column("meta").to_pylist()):
             if (source, rid) not in gone:
@@ -38,24 +39,59 @@ def image_duplicates(out: Path, shards: list[tuple[str, str]], spec: dict,
                 entries.setdefault(m["domain"], []).append((source, shard, rid, int(m["phash"], 16)))
     rows, clusters = [], []
     for domain in sorted(entries):
-        radius = spec["radii"].get(domain, 0)
+        radius = radii.get(domain, 0)
         if radius is None:
             continue
         items = entries[domain]
         hashes = np.array([h for *_, h in items], dtype=np.uint64)
         qi, hi = HammingIndex(hashes).query_many(hashes, radius)
-        edges = np.stack([qi, hi], axis=1)[qi < hi]
-        labels = components(len(items), edges)
-        members: dict[int, list[int]] = {}
-        for i in np.flatnonzero(labels != np.arange(len(items))).tolist():
-            root = int(labels[i])
-            members.setdefault(root, [root]).append(i)
-            rows.append({"source": items[i][0], "shard": items[i][1], "id": items[i][2],
-                         "reason": "image_near_duplicate", "duplicate_of_source": items[root][0],
-                         "duplicate_of_id": items[root][2]})
-        for root, ms in sorted(members.items()):
-            name = lambda j: f"{items[j][0]}/{items[j][2]}"  # noqa: E731
-            clusters.append({"cluster": name(root), "domain": domain, "kept_source": items[root][0],
-                             "kept_id": items[root][2], "size": len(ms), "members": [name(j) for j in ms],
-                             "sources": sorted({items[j][0] for j in ms})})
+        labels = components(len(items), np.stack([qi, hi], axis=1)[qi < hi])
+        names = [(s, rid) for s, _, rid, _ in items]
+        for root, ms in groups(labels).items():
+            for i in ms[1:]:
+                rows.append({"source": items[i][0], "shard": items[i][1], "id": items[i][2],
+                             "reason": "image_near_duplicate"})
+            clusters.append({**cluster_row(names, root, ms), "domain": domain})
+    order = {s: k for k, s in enumerate(shards)}   # drop rows in canonical order, as the exact phase's
+    rows.sort(key=lambda r: order[(r["source"], r["shard"])])
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)
+
+
+class ImageNearPhase(CorpusPhase):
+    name = "image_near"
+    step = "exact_dedup"
+    tables = {"image_clusters": pa.schema([("run", pa.string()), *CLUSTERS])}
+
+    def applies(self, recipe) -> bool:
+        return any(s.modality == "image" for s in recipe.sources)
+
+    def covers(self, src) -> bool:
+        return src.modality == "image"
+
+    def plan(self, ctx: PlanContext) -> list[list[Node]]:
+        r = ctx.loaded.recipe
+        process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
+        exact = r.dedup.exact is not None
+        node = Node("image_near", None, None, fingerprint(
+            {"v": CODE_EPOCH, "phase": "image_near", "radii": r.image_dedup,
+             "exact": ctx.planned["exact/image"].fingerprint if exact else None,
+             "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
+            deps=[n.key for n in process] + (["exact/image"] if exact else []),
+            spec={"radii": r.image_dedup, "exact": exact, "shards": [(n.source, n.shard) for n in process]})
+        return [[node]]
+
+    def runners(self):
+        return {"image_near": self.run}
+
+    def run(self, out: Path, node: Node) -> dict:
+        shards = [tuple(s) for s in node.spec["shards"]]
+        gone = {(s, i) for s, sh in shards for i in read_drops(drops_path(out, "exact", s, sh))} \
+            if node.spec["exact"] else set()
+        rows, clusters = image_duplicates(out, shards, node.spec["radii"], gone)
+        path = work_dir(out, self.name) / "clusters.parquet"
+        atomic_write_parquet(path, clusters)
+        return {"duplicates": len(rows), "outputs": [*self.write_drops(out, shards, rows), str(path.relative_to(out))]}
+
+    def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
+        clusters = pq.read_table(work_dir(out, self.name) / "clusters.parquet").to_pylist()
+        return {"image_clusters": [{"run": run, **c} for c in clusters]}

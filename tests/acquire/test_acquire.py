@@ -64,7 +64,7 @@ sources:
     acquire: {{kind: fsspec, path: "file://{snap}/*.parquet"}}
     input: {{format: parquet, paths: [files/*.parquet], id_field: id}}
 """)
-        res = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        res = run(tmp_path / "recipe.yaml", tmp_path / "out", progress=False)
         acq = {(a["source"], a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"]}
         assert acq == {("crawl", "ok", None): 2, ("crawl", "refused", "ip_blocked"): 1,
                        ("crawl", "refused", "scheme_refused"): 1, ("crawl", "failed", "http_404"): 1,
@@ -82,7 +82,7 @@ sources:
         assert "## Acquisition" in report and "ip_blocked 1" in report
 
         before = len(good.log)
-        again = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        again = run(tmp_path / "recipe.yaml", tmp_path / "out", progress=False)
         # resumed: only the failed URL is requested again (and the URL feed, fetched once per run)
         assert sorted(good.paths()[before:]) == ["/firehol.netset", "/gone"]
         assert again.rows["tokens"] == res.rows["tokens"]
@@ -91,7 +91,7 @@ sources:
         (tmp_path / "wrong.yaml").write_text(wrong)
         from curation.errors import InputError
         with pytest.raises(InputError, match="snapshot of revision abab.*pins revision cdcd"):
-            run(tmp_path / "wrong.yaml", tmp_path / "out-wrong", workers=1, progress=False)
+            run(tmp_path / "wrong.yaml", tmp_path / "out-wrong", progress=False)
     finally:
         good.close()
         blocked.close()
@@ -113,7 +113,7 @@ def test_acquisition_demo_recipe(tmp_path):
     except OSError as e:
         pytest.skip(f"the demo's loopback ports are taken ({e})")
     try:
-        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", workers=2, progress=False)
+        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", progress=False)
     finally:
         stop()
     outcomes = {(a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"] if a["source"] == "site"}
@@ -169,7 +169,7 @@ sources:
   - name: d
     input: {{format: parquet, paths: [d.parquet], id_field: id, metadata_fields: [crawled]}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     assert res.rows["tokens"][0]["documents"] == 2
     meta = pq.read_table(tmp_path / "out" / "processed" / "d" / "00000.parquet").column("meta").to_pylist()
     assert json.loads(meta[0])["crawled"] == "2024-01-02 03:04:05"

@@ -74,7 +74,7 @@ sources:
     input: {{format: webdataset, paths: ["images-*.tar"], metadata_fields: [url]}}
     images: {{min_side: 64, area: 16384}}
 """)
-        result = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+        result = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     finally:
         server.close()
     reasons = {(q["source"], q["reason"]): q["records"] for q in result.rows["quarantine"]}

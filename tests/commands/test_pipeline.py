@@ -10,7 +10,7 @@ from curation.commands.run import run
 from curation.core.record import StepStats
 from curation.errors import ConservationError, VerifyError
 from curation.ledger import query
-from curation.ledger.tables import check_conservation
+from curation.ledger.conservation import check_conservation
 from curation.mixture.manifests import megatron_blend, verify_manifest
 from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
 from tests.outputs import _files, _ledger_rows
@@ -90,18 +90,20 @@ def test_megatron_core_reads_the_shards_and_blend(demo_run):
     assert train[0]["tokens"].shape[0] == m["seq_length"]
 
 
-def test_one_and_two_workers_write_identical_bytes(demo_run, tmp_path):
-    out1 = tmp_path / "w1"
-    run(DEMO, out1, workers=1, progress=False)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(demo_run, tmp_path, ray_local, workers):
+    out = tmp_path / f"w{workers}"
+    res = run(DEMO, out, workers=workers, progress=False, executor="ray")
+    assert demo_run.executor == "local" and res.executor == "ray"
     globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "manifests/*.json", "processed/**/*.parquet",
-             "work/dedup/*.parquet", "work/minhash/*.parquet", "work/minhash/**/*.npy")
-    a, b = _files(demo_run.out, *globs), _files(out1, *globs)
-    assert a.keys() == b.keys() and len(a) >= 8 + 8 * 2 + 3 * 2 + 1
+             "work/*/drops/**/*.parquet", "work/minhash/*.parquet", "work/minhash/**/*.npy")
+    a, b = _files(demo_run.out, *globs), _files(out, *globs)
+    assert a.keys() == b.keys() and len(a) >= 8 + 8 * 3 + 8 * 2 + 3 * 2 + 1
     assert [k for k in a if a[k] != b[k]] == []
-    assert _ledger_rows(demo_run.out) == _ledger_rows(out1)
+    assert _ledger_rows(demo_run.out) == _ledger_rows(out)
     for name in ("sources", "drops", "tokens", "quarantine", "inputs", "runs"):
         assert (demo_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
-            (out1 / "ledger" / f"{name}.parquet").read_bytes()
+            (out / "ledger" / f"{name}.parquet").read_bytes()
 
 
 def test_rerun_skips_completed_tasks_and_finishes_the_rest(demo_run, tmp_path):
@@ -109,7 +111,7 @@ def test_rerun_skips_completed_tasks_and_finishes_the_rest(demo_run, tmp_path):
     shutil.copytree(demo_run.out, out)
     (out / "tokenized" / "web_de" / "parts" / "00001.bin").unlink()      # a task that crashed half-way
     (out / "work" / "markers" / "merge" / "c4_en.json").unlink()         # a task that never finished
-    res = run(DEMO, out, workers=2, progress=False)
+    res = run(DEMO, out, progress=False)
     # tokenize web_de/00001 and merge c4_en run again; web_de's merged shard is still current
     assert (res.executed, res.skipped) == (2, len(res.plan.nodes()) - 2)
     globs = ("tokenized/*/*.bin", "tokenized/*/*.idx", "manifests/*.json")
@@ -152,7 +154,7 @@ def test_bad_input_is_quarantined_and_counted(tmp_path):
                                         + b"\n")
     (data / "empty.jsonl").write_bytes(b"")
     recipe = make_recipe(tmp_path, {"a": sorted(data.glob("*"))}, filters="[{type: length, min_words: 20}]")
-    res = run(recipe, tmp_path / "out", workers=2, progress=False)
+    res = run(recipe, tmp_path / "out", progress=False)
     out = res.out
     q = {(r["step"], r["reason"]): r["records"] for r in res.rows["quarantine"]}
     assert q == {("read", "invalid_utf8"): 1, ("read", "malformed_json"): 1, ("read", "missing_text"): 1,

@@ -145,7 +145,7 @@ def test_targets_follow_the_stage_rules():
 @pytest.mark.slow
 def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
     from curation.commands.run import run
-    res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", workers=1, progress=False)
+    res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", progress=False)
     t = _trainer(res.manifests[0], tmp_path / "t", steps=2)
     assert t.manifest["training"]["targets"] == "all"
     n_text = t.manifest["vocabulary"]["text_ids"]
@@ -171,7 +171,7 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
     ranks = [r["average_rank"] for r in summary["candidates"]]
     assert ranks == sorted(ranks)
     from curation.commands.ablate import _heldout
-    from curation.commands.run import load_plan
+    from curation.plan.graph import load_plan
     ab = load_plan(REPO / "recipes" / "demo.yaml").recipe.recipe.ablation
     withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
     assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
@@ -212,7 +212,7 @@ sources:
   - name: sft
     input: {{paths: [{path}], id_field: id, text_field: messages, turn_roles: true}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     assert {(q["reason"], q["records"]) for q in res.rows["quarantine"]} == {("bad_turns", 1)}
     v = Vocabulary.load(VOCAB)
     toks = read_tokens(tmp_path / "out" / "tokenized" / "sft" / "sft").tolist()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
-from curation.core.layout import decont_dir
+from curation.core.atomic import atomic_write_bytes, atomic_write_parquet
+from curation.core.layout import decont_dir, processed_path
 from curation.corpus.decont.index import overlap_words
 from curation.steps.text.minhash import Shingler
 
@@ -34,8 +34,6 @@ def _highlight(words: list[str], marks: list[bool]) -> str:
 
 
 def write_review(out: Path, flags: list[dict], n: int) -> Path:
-    from curation.core.layout import processed_path
-
     item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
     items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
     texts: dict[tuple[str, str, str], str] = {}
@@ -71,7 +69,7 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
             f"<p>{_highlight(doc_words, doc_marks)}</p></div><div><h3>benchmark item</h3>"
             f"<p>{_highlight(item_words, item_marks)}</p></div></div></section>")
     page = folder / "decontamination.html"
-    page.write_text(
+    atomic_write_bytes(page, (
         "<!doctype html><meta charset='utf-8'><title>Decontamination review</title><style>"
         "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
         ".pair{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}.pair p{font-size:13px;line-height:1.5;"
@@ -81,5 +79,5 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
         f"<h1>Decontamination review</h1><p>{len(rows)} flagged sample(s); highest overlap first"
         f"{f', the first {_CAP} shown' if len(rows) > _CAP else ''}. Highlighted: the {n}-grams the sample and "
         "the item share (normalised text). To keep a false positive, add <code>source/id</code> to "
-        "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards), encoding="utf-8")
+        "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards)).encode())
     return page

@@ -8,24 +8,22 @@ decode (`undecodable_audio`), empty clips (`empty_audio`), clips shorter or long
 allows (`too_short`, `too_long`), silence (`silent`: peak under `silence_dbfs`) and transcripts whose
 length does not fit the duration (`transcript_mismatch`: characters per second outside the range).
 
-The processed shard keeps the clips as a Lhotse Shar directory (`write_shar`): 24 kHz FLAC
-recordings, one supervision per transcribed clip (text, language, speaker, recording, order), and the
-transcript's text token ids as a custom field, so the codec stage handles only audio.
+The processed shard keeps the clips as a Lhotse Shar directory (`SharShard`): 24 kHz FLAC recordings
+and one supervision per transcribed clip (text, language, speaker, recording, order).
 """
 from __future__ import annotations
 
 import io
 import json
 import math
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from curation.core.record import Record
 from curation.errors import RecordError
-from curation.steps.base import Step
+from curation.steps.base import Reader, Reject, Step
 
 SAMPLE_RATE = 24_000
 PEAK_DBFS = -3.0
@@ -56,51 +54,38 @@ def peak_normalise(wave: np.ndarray, dbfs: float = PEAK_DBFS) -> np.ndarray:
     return wave if peak == 0 else (wave * (10 ** (dbfs / 20) / peak)).astype(np.float32)
 
 
-class AudioManifestReader(Step):
-    name = "read"
-
+class AudioManifestReader(Reader):
     def __init__(self, path: Path, *, settings, text_field: str, id_field: str | None, metadata_fields: list[str],
                  shard_label: str, **kw):
-        super().__init__(**kw)
-        self.path, self.a, self.text_field, self.id_field = path, settings, text_field, id_field
-        self.metadata_fields, self.shard_label = metadata_fields, shard_label
+        super().__init__(path, shard_label=shard_label, **kw)
+        self.a, self.text_field, self.id_field, self.metadata_fields = settings, text_field, id_field, metadata_fields
 
-    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
-        start, seen = time.perf_counter(), set()
+    def parse(self) -> Iterator[Record | Reject]:
         with open(self.path, "rb") as f:
             for n, raw in enumerate(f, start=1):
                 if not raw.strip():
                     continue
-                self.stats.records_in += 1
                 loc = f"{self.shard_label}:{n}"
                 try:
                     obj = json.loads(raw.decode("utf-8"))
                     if not isinstance(obj, dict):
                         raise ValueError("not a JSON object")
                 except (UnicodeDecodeError, ValueError) as e:
-                    self.quarantine(loc, "bad_json", f"{self.path} line {n}: {e}", raw[:2000].decode("utf-8", "replace"))
+                    yield Reject(loc, "bad_json", f"{self.path} line {n}: {e}", raw[:2000].decode("utf-8", "replace"))
                     continue
                 audio = obj.get(self.a.audio_field)
                 if not isinstance(audio, str) or not audio:
-                    self.quarantine(loc, "no_audio", f"{self.path} line {n}: no file in {self.a.audio_field!r}")
+                    yield Reject(loc, "no_audio", f"{self.path} line {n}: no file in {self.a.audio_field!r}")
                     continue
                 rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else \
                     Path(audio).stem + (f"@{obj[self.a.start_field]}" if obj.get(self.a.start_field) is not None else "")
-                if rid in seen:
-                    self.quarantine(loc, "duplicate_id", f"{self.path} line {n}: id {rid!r} already seen")
-                    continue
-                seen.add(rid)
                 text = obj.get(self.text_field)
                 meta = {k: obj[k] for k in self.metadata_fields if k in obj}
                 meta.update({"file": audio, "recording": str(obj.get(self.a.recording_field) or rid),
                              "order": int(obj.get(self.a.order_field) or 0),
                              "start": obj.get(self.a.start_field), "end": obj.get(self.a.end_field),
                              "speaker": obj.get(self.a.speaker_field), "language": obj.get(self.a.language_field)})
-                self.stats.records_out += 1
-                self.stats.seconds += time.perf_counter() - start
                 yield Record(id=rid, source=self.source, text=text if isinstance(text, str) else "", meta=meta)
-                start = time.perf_counter()
-        self.stats.seconds += time.perf_counter() - start
 
 
 class AudioCheck(Step):
@@ -146,24 +131,38 @@ def flac_bytes(wave: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def write_shar(folder: Path, records: list[Record], text_ids: list[list[int]]) -> None:
-    """The clips as one Lhotse Shar shard: cuts (with supervisions and `text_tokens`) + FLAC recordings."""
-    import shutil
+class SharShard:
+    """The clips of one processed shard as a Lhotse Shar shard, written as they stream in: cuts with
+    supervisions (transcript, language, speaker, recording, order) and 24 kHz FLAC recordings. The
+    folder is renamed into place on `close`."""
 
-    from lhotse import MonoCut, Recording, SupervisionSegment
-    from lhotse.shar import SharWriter
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with SharWriter(str(tmp), fields={"recording": "flac"}, shard_size=None) as writer:
-        for r, ids in zip(records, text_ids):
-            rec = Recording.from_bytes(flac_bytes(r.audio), recording_id=r.id)
-            m = r.meta
-            sups = [SupervisionSegment(id=r.id, recording_id=r.id, start=0, duration=rec.duration, text=r.text,
-                                       language=m.get("language"), speaker=m.get("speaker"),
-                                       custom={"recording": m["recording"], "order": m["order"]})] if r.text else []
-            writer.write(MonoCut(id=r.id, start=0, duration=rec.duration, channel=0, recording=rec,
-                                 supervisions=sups, custom={"recording": m["recording"], "order": m["order"],
-                                                            "text_tokens": ids}))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    def __init__(self, folder: Path):
+        import shutil
+
+        from lhotse.shar import SharWriter
+        self.folder, self.tmp = Path(folder), Path(folder).with_name(Path(folder).name + ".tmp")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir(parents=True)
+        self._writer = SharWriter(str(self.tmp), fields={"recording": "flac"}, shard_size=None)
+        self._writer.__enter__()
+
+    def add(self, r: Record) -> None:
+        from lhotse import MonoCut, Recording, SupervisionSegment
+        rec = Recording.from_bytes(flac_bytes(r.audio), recording_id=r.id)
+        m = r.meta
+        sups = [SupervisionSegment(id=r.id, recording_id=r.id, start=0, duration=rec.duration, text=r.text,
+                                   language=m.get("language"), speaker=m.get("speaker"),
+                                   custom={"recording": m["recording"], "order": m["order"]})] if r.text else []
+        self._writer.write(MonoCut(id=r.id, start=0, duration=rec.duration, channel=0, recording=rec,
+                                   supervisions=sups, custom={"recording": m["recording"], "order": m["order"]}))
+
+    def close(self) -> None:
+        import shutil
+        self._writer.__exit__(None, None, None)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.tmp.rename(self.folder)
+
+    def abort(self) -> None:
+        import shutil
+        self._writer.__exit__(None, None, None)
+        shutil.rmtree(self.tmp, ignore_errors=True)

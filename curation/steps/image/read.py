@@ -4,33 +4,30 @@ A WebDataset shard is a tar whose consecutive members sharing a key (`dir/key.jp
 `dir/key.json`) form one sample: one image member, optionally a caption (`.txt`, or the `caption`
 field of `.json`, whose other fields become metadata such as the page `url`). The read step's unit
 is a sample; a sample without an image member, a caption that is not UTF-8, or the rest of a
-truncated tar are quarantined with a reason.
+truncated tar are quarantined with a reason, as is a repeated sample key.
 """
 from __future__ import annotations
 
 import json
 import tarfile
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from curation.core.media import IMAGE_EXTS, key_of
 from curation.core.record import Drop, Record
 from curation.errors import RecordError
-from curation.steps.base import Step
+from curation.steps.base import Reader, Reject, Step
 from curation.steps.image.captions import caption_problem
 from curation.steps.image.decode import decode
 from curation.steps.image.phash import phash64
 
 
-class WebDatasetReader(Step):
-    name = "read"
-
+class WebDatasetReader(Reader):
     def __init__(self, path: Path, *, metadata_fields: list[str], shard_label: str, **kw):
-        super().__init__(**kw)
-        self.path, self.metadata_fields, self.shard_label = path, metadata_fields, shard_label
+        super().__init__(path, shard_label=shard_label, **kw)
+        self.metadata_fields = metadata_fields
 
-    def _samples(self) -> Iterator[tuple[str, dict[str, bytes]]]:
+    def _samples(self) -> Iterator[tuple[str, dict[str, bytes]] | Reject]:
         key, members = None, {}
         try:
             with tarfile.open(self.path, "r:*") as tar:
@@ -44,27 +41,23 @@ class WebDatasetReader(Step):
                     key = k
                     members[m.name[len(k):].lstrip(".").lower()] = tar.extractfile(m).read()
         except (tarfile.TarError, EOFError, OSError) as e:
-            self.stats.records_in += 1
-            self.quarantine(f"{self.shard_label}:{key or 0}", "truncated_tar",
-                            f"{self.path}: the archive breaks after sample {key!r} ({e}); re-fetch it")
+            yield Reject(f"{self.shard_label}:{key or 0}", "truncated_tar",
+                         f"{self.path}: the archive breaks after sample {key!r} ({e}); re-fetch it")
             return
         if members:
             yield key, members
 
-    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
-        start = time.perf_counter()
-        seen = set()
-        for key, members in self._samples():
-            self.stats.records_in += 1
+    def parse(self) -> Iterator[Record | Reject]:
+        for item in self._samples():
+            if isinstance(item, Reject):
+                yield item
+                continue
+            key, members = item
             loc = f"{self.shard_label}:{key}"
             image = next((members[e] for e in sorted(members) if f".{e}" in IMAGE_EXTS), None)
             if image is None:
-                self.quarantine(loc, "no_image", f"{self.path}: sample {key!r} has no image member ({sorted(members)})")
+                yield Reject(loc, "no_image", f"{self.path}: sample {key!r} has no image member ({sorted(members)})")
                 continue
-            if key in seen:
-                self.quarantine(loc, "duplicate_id", f"{self.path}: sample key {key!r} appears twice")
-                continue
-            seen.add(key)
             meta, caption = {}, ""
             try:
                 if "json" in members:
@@ -75,59 +68,43 @@ class WebDatasetReader(Step):
                 if "txt" in members:
                     caption = members["txt"].decode("utf-8").strip()
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                self.quarantine(loc, "bad_caption_encoding", f"{self.path}: sample {key!r}: {e}")
+                yield Reject(loc, "bad_caption_encoding", f"{self.path}: sample {key!r}: {e}")
                 continue
-            self.stats.records_out += 1
-            self.stats.seconds += time.perf_counter() - start
             yield Record(id=key, source=self.source, text=caption, meta=meta, image=image)
-            start = time.perf_counter()
-        self.stats.seconds += time.perf_counter() - start
 
 
-class ParquetImageReader(Step):
+class ParquetImageReader(Reader):
     """Image samples from Parquet rows (a Hugging Face dataset snapshot): `image_field` holds the encoded
     bytes or a `{bytes, path}` struct, `caption_field` the caption when the column exists. A row without
-    image bytes, or a repeated id, is quarantined; an unreadable file is one `corrupt_file` unit."""
-    name = "read"
+    image bytes is quarantined; an unreadable file is one `corrupt_file` unit."""
 
     def __init__(self, path: Path, *, image_field: str, caption_field: str, id_field: str | None,
                  metadata_fields: list[str], shard_label: str, **kw):
-        super().__init__(**kw)
-        self.path, self.image_field, self.caption_field = path, image_field, caption_field
-        self.id_field, self.metadata_fields, self.shard_label = id_field, metadata_fields, shard_label
+        super().__init__(path, shard_label=shard_label, **kw)
+        self.image_field, self.caption_field = image_field, caption_field
+        self.id_field, self.metadata_fields = id_field, metadata_fields
 
-    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
+    def parse(self) -> Iterator[Record | Reject]:
         import pyarrow as pa
         import pyarrow.parquet as pq
-        start, row, seen = time.perf_counter(), 0, set()
+        row = 0
         try:
-            batches = pq.ParquetFile(self.path).iter_batches(batch_size=256)
-            for batch in batches:
+            for batch in pq.ParquetFile(self.path).iter_batches(batch_size=256):
                 for obj in batch.to_pylist():
                     row += 1
-                    self.stats.records_in += 1
                     loc = f"{self.shard_label}:{row}"
                     value = obj.get(self.image_field)
                     image = value.get("bytes") if isinstance(value, dict) else value
-                    rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else loc
                     if not isinstance(image, (bytes, bytearray)) or not image:
-                        self.quarantine(loc, "no_image", f"{self.path} row {row}: no bytes in {self.image_field!r}")
+                        yield Reject(loc, "no_image", f"{self.path} row {row}: no bytes in {self.image_field!r}")
                         continue
-                    if rid in seen:
-                        self.quarantine(loc, "duplicate_id", f"{self.path} row {row}: id {rid!r} already seen")
-                        continue
-                    seen.add(rid)
+                    rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else loc
                     caption = obj.get(self.caption_field)
-                    self.stats.records_out += 1
-                    self.stats.seconds += time.perf_counter() - start
                     yield Record(id=rid, source=self.source, text=caption if isinstance(caption, str) else "",
                                  meta={k: obj[k] for k in self.metadata_fields if k in obj}, image=bytes(image))
-                    start = time.perf_counter()
         except (pa.ArrowException, OSError) as e:
-            self.stats.records_in += 1
-            self.quarantine(f"{self.shard_label}:{row + 1}", "corrupt_file",
-                            f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")
-        self.stats.seconds += time.perf_counter() - start
+            yield Reject(f"{self.shard_label}:{row + 1}", "corrupt_file",
+                         f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")
 
 
 class ImageCheck(Step):

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from curation.core.record import Record
-from curation.steps.base import Step
+from curation.steps.base import Reader, Reject
 from curation.steps.text.turns import join_with_roles
 
 
@@ -36,116 +35,79 @@ def _join_turns(turns: list) -> str | None:
     return "\n\n".join(parts)
 
 
-class _Reader(Step):
-    name = "read"
-
+class _TextReader(Reader):
     def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
                  shard_label: str, turn_roles: bool = False, **kw):
-        super().__init__(**kw)
-        self.path = path
+        super().__init__(path, shard_label=shard_label, **kw)
         self.turn_roles = turn_roles
         self.text_field = text_field
         self.id_field = id_field
         self.metadata_fields = metadata_fields
-        self.shard_label = shard_label
 
-    def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
-        stats = self.stats
-        start = time.perf_counter()
-        for record in self._parse():
-            stats.seconds += time.perf_counter() - start
-            yield record
-            start = time.perf_counter()
-        stats.seconds += time.perf_counter() - start
-
-    def _record(self, obj: dict, loc: str, where: str, raw: str, seen_ids: set[str]) -> Record | None:
-        """One parsed row -> a record, or None after quarantining it (counted by the caller as read)."""
+    def _record(self, obj: dict, loc: str, where: str, raw: str) -> Record | Reject:
+        """One parsed row -> a record, or the reason it cannot be one."""
         text = obj.get(self.text_field)
         roles = None
         if isinstance(text, list) and text and self.turn_roles:  # SFT: turns and roles kept for the shards
             joined = join_with_roles(text)
             if joined is None:
-                self.quarantine(loc, "bad_turns", f"{where}: a turn lacks a known role or text content", raw)
-                return None
+                return Reject(loc, "bad_turns", f"{where}: a turn lacks a known role or text content", raw)
             text, roles = joined
         elif isinstance(text, list) and text:  # a conversation: every turn is text (decontamination sees all)
             text = _join_turns(text)
         if not isinstance(text, str):
             why = "missing" if text is None else f"a {type(text).__name__}, not a string"
-            self.quarantine(loc, "missing_text", f"{where}: field {self.text_field!r} is {why}", raw)
-            return None
+            return Reject(loc, "missing_text", f"{where}: field {self.text_field!r} is {why}", raw)
         rid = obj.get(self.id_field) if self.id_field else loc
         if self.id_field and (rid is None or not str(rid).strip()):
-            self.quarantine(loc, "missing_id", f"{where}: id field {self.id_field!r} is missing or empty", raw)
-            return None
-        rid = str(rid)
-        if rid in seen_ids:
-            self.quarantine(loc, "duplicate_id", f"{where}: id {rid!r} already seen in this shard", raw)
-            return None
-        seen_ids.add(rid)
-        self.stats.records_out += 1
+            return Reject(loc, "missing_id", f"{where}: id field {self.id_field!r} is missing or empty", raw)
         meta = {k: obj[k] for k in self.metadata_fields if k in obj}
         if roles is not None:
             meta["roles"] = roles
-        return Record(id=rid, source=self.source, text=text, meta=meta)
-
-    def _empty(self) -> None:
-        self.stats.records_in += 1
-        self.quarantine(f"{self.shard_label}:0", "empty_file", f"{self.path}: file has no records; "
-                        f"remove it from the source or check how it was produced")
+        return Record(id=str(rid), source=self.source, text=text, meta=meta)
 
 
-class JsonlReader(_Reader):
-    def _lines(self) -> Iterator[tuple[int, bytes]]:
-        if self.path.suffix == ".gz":
-            f = gzip.open(self.path, "rb")
-        else:
-            f = open(self.path, "rb")
+class JsonlReader(_TextReader):
+    def _lines(self) -> Iterator[tuple[int, bytes] | Reject]:
+        f = gzip.open(self.path, "rb") if self.path.suffix == ".gz" else open(self.path, "rb")
         with f:
             lineno = 0
             try:
                 for lineno, raw in enumerate(f, start=1):
                     yield lineno, raw
             except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                self.stats.records_in += 1
-                self.quarantine(f"{self.shard_label}:{lineno + 1}", "truncated_gzip",
-                                f"{self.path}: compressed stream ends or breaks after line {lineno} ({e}); "
-                                f"re-fetch the file")
+                yield Reject(f"{self.shard_label}:{lineno + 1}", "truncated_gzip",
+                             f"{self.path}: compressed stream ends or breaks after line {lineno} ({e}); "
+                             f"re-fetch the file")
 
-    def _parse(self) -> Iterator[Record]:
-        stats = self.stats
-        seen_ids: set[str] = set()
-        any_line = False
-        for lineno, raw in self._lines():
+    def parse(self) -> Iterator[Record | Reject]:
+        for item in self._lines():
+            if isinstance(item, Reject):
+                yield item
+                continue
+            lineno, raw = item
             if not raw.strip():
                 continue
-            any_line = True
-            stats.records_in += 1
             loc = f"{self.shard_label}:{lineno}"
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                self.quarantine(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
-                                f"({e.reason})", raw.decode("utf-8", "backslashreplace"))
+                yield Reject(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
+                             f"({e.reason})", raw.decode("utf-8", "backslashreplace"))
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                self.quarantine(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}",
-                                line)
+                yield Reject(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}", line)
                 continue
             if not isinstance(obj, dict):
-                self.quarantine(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
-                                f"got {type(obj).__name__}", line)
+                yield Reject(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
+                             f"got {type(obj).__name__}", line)
                 continue
-            record = self._record(obj, loc, f"{self.path} line {lineno}", line, seen_ids)
-            if record is not None:
-                yield record
-        if not any_line and stats.records_in == 0:
-            self._empty()
+            yield self._record(obj, loc, f"{self.path} line {lineno}", line)
 
 
-class TableReader(_Reader):
+class TableReader(_TextReader):
     """Parquet (`.parquet`) or Arrow IPC (`.arrow`, as in Hugging Face dataset snapshots) files."""
 
     def _batches(self):
@@ -163,23 +125,15 @@ class TableReader(_Reader):
             return
         yield from pq.ParquetFile(self.path).iter_batches(batch_size=1024)
 
-    def _parse(self) -> Iterator[Record]:
+    def parse(self) -> Iterator[Record | Reject]:
         import pyarrow as pa
-        seen_ids: set[str] = set()
         row = 0
         try:
             for batch in self._batches():
                 for obj in batch.to_pylist():
                     row += 1
-                    self.stats.records_in += 1
-                    record = self._record(obj, f"{self.shard_label}:{row}", f"{self.path} row {row}",
-                                          json.dumps(obj, default=str)[:10_000], seen_ids)
-                    if record is not None:
-                        yield record
+                    yield self._record(obj, f"{self.shard_label}:{row}", f"{self.path} row {row}",
+                                       json.dumps(obj, default=str)[:10_000])
         except (pa.ArrowException, OSError) as e:
-            self.stats.records_in += 1
-            self.quarantine(f"{self.shard_label}:{row + 1}", "corrupt_file",
-                            f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")
-            return
-        if row == 0:
-            self._empty()
+            yield Reject(f"{self.shard_label}:{row + 1}", "corrupt_file",
+                         f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")

@@ -11,17 +11,15 @@ import re
 
 import numpy as np
 
-from curation.core.record import Record
-
 
 class ReasoningStripper:
-    def __init__(self, tokenizer, *, start: str, end: str):
-        self.encode, self.eod = tokenizer.tokenizer.encode, tokenizer.eod
+    def __init__(self, tokenizer, eod: int, *, start: str, end: str):
+        self.encode, self.eod = tokenizer.encode, eod
         self.span = re.compile(re.escape(start) + r".*?(?:" + re.escape(end) + r"|\Z)", re.DOTALL)
 
-    def __call__(self, record: Record) -> np.ndarray:
-        text = self.span.sub("", record.text)
-        if text == record.text:
-            return record.tokens
-        ids = self.encode(text, add_special_tokens=False).ids
+    def __call__(self, text: str, tokens: np.ndarray) -> np.ndarray:
+        stripped = self.span.sub("", text)
+        if stripped == text:
+            return tokens
+        ids = self.encode(stripped, add_special_tokens=False).ids
         return np.asarray([*ids, self.eod], dtype=np.int32)

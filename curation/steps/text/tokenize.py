@@ -1,31 +1,36 @@
-"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended)."""
-from __future__ import annotations
+"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended).
 
-import time
-from collections.abc import Iterator
+Each record writes one sequence to the source's shards; with `reasoning` (SFT data with reasoning
+spans, `curation.steps.text.reasoning`) it also writes the copy without them to the
+`.no_reasoning` shards, so both hold the same documents in the same order.
+"""
+from __future__ import annotations
 
 import numpy as np
 
-from curation.core.record import Record
+from curation.core.layout import NO_REASONING
+from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
+from curation.errors import RecordError
 from curation.steps.base import BatchStep
+from curation.steps.text.reasoning import ReasoningStripper
 from curation.steps.text.turns import END, MARKERS, split_turns
 
 
 class TextTokenizer(BatchStep):
     name = "tokenize"
 
-    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, **kw):
+    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, reasoning: dict | None = None, **kw):
         super().__init__(**kw)
         self.vocab, self.tokenizer = vocab, vocab.tokenizer
         self.eod = vocab.eod_id
         self.batch_size = batch_size
         fast = getattr(self.tokenizer, "encode_batch_fast", None)  # no offsets: faster, same ids
         self._encode = fast or self.tokenizer.encode_batch
+        self.stripper = ReasoningStripper(self.tokenizer, self.eod, **reasoning) if reasoning else None
 
     def _turns(self, record: Record) -> np.ndarray:
         """A conversation: per turn its role marker, tokens and end-of-turn (see `curation.steps.text.turns`)."""
-        from curation.errors import RecordError
         turns = split_turns(record.text, record.meta["roles"])
         if turns is None:
             raise RecordError("turns_lost", "the turn separators did not survive the text steps")
@@ -39,29 +44,24 @@ class TextTokenizer(BatchStep):
             parts += [marker[role], *enc.ids, end]
         return np.asarray([*parts, self.eod], dtype=np.int32)
 
-    def _flush(self, batch: list[Record]) -> Iterator[Record]:
-        start = time.perf_counter()
+    def _one(self, record: Record, ids: list[int] | None) -> Record | Drop | Exception:
+        if ids is None:  # a conversation with roles
+            try:
+                tokens = self._turns(record)
+            except Exception as exc:  # noqa: BLE001 - quarantined with its reason
+                return exc
+        elif not ids:
+            return Drop("no_text_tokens")
+        else:
+            tokens = np.empty(len(ids) + 1, dtype=np.int32)
+            tokens[:-1] = ids
+            tokens[-1] = self.eod
+        record.shards = {"": [tokens]}
+        if self.stripper is not None:
+            record.shards[NO_REASONING] = [self.stripper(record.text, tokens)]
+        return record
+
+    def handle(self, batch: list[Record]) -> list[Record | Drop | Exception]:
         plain = [r for r in batch if "roles" not in r.meta]
         encodings = dict(zip(map(id, plain), self._encode([r.text for r in plain], add_special_tokens=False)))
-        out = []
-        for record in batch:
-            if "roles" in record.meta:
-                try:
-                    record.tokens = self._turns(record)
-                except Exception as exc:  # noqa: BLE001 - quarantined with its reason
-                    self.fail(record, exc)
-                    continue
-                out.append(record)
-                continue
-            enc = encodings[id(record)]
-            if not enc.ids:
-                self.drop(record, "no_text_tokens")
-                continue
-            tokens = np.empty(len(enc.ids) + 1, dtype=np.int32)
-            tokens[:-1] = enc.ids
-            tokens[-1] = self.eod
-            record.tokens = tokens
-            out.append(record)
-        self.stats.records_out += len(out)
-        self.stats.seconds += time.perf_counter() - start
-        yield from out
+        return [self._one(r, encodings[id(r)].ids if id(r) in encodings else None) for r in batch]

@@ -23,7 +23,7 @@ sources:
     input: {{paths: [{path}], id_field: id}}
     reasoning: {{start: "<think>", end: "</think>"}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     tok = Vocabulary.load(VOCAB).tokenizer
     prefix = tmp_path / "out" / "tokenized" / "sft" / "sft"
 

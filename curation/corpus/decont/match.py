@@ -1,0 +1,126 @@
+"""The two matching stages of decontamination (`curation.corpus.decont.phase` plans and resolves them):
+
+    decont_index           benchmark items → n-gram index shards          → index/shard-*.npz, items.parquet
+    decont(source, shard)  every processed document matched against the
+                           index, one index shard at a time; a document
+                           is flagged by its best item if that reaches
+                           the threshold; images are matched by pHash   → flags/<source>/<shard>.parquet
+"""
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation.core.atomic import atomic_write_parquet
+from curation.core.layout import decont_dir, flags_path, processed_path
+from curation.core.node import Node
+from curation.corpus.decont.benchmarks import load_items
+from curation.corpus.decont.images import match_images
+from curation.corpus.decont.index import build_index, match
+from curation.errors import RecordError
+from curation.steps.image.decode import decode
+from curation.steps.image.phash import phash64
+from curation.steps.text.minhash import Shingler
+
+FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
+                         ("benchmark", pa.string()), ("item", pa.int64()), ("item_id", pa.string()),
+                         ("overlap", pa.int64()), ("item_ngrams", pa.int64()), ("ratio", pa.float64())])
+
+
+def _image_items(bench: dict) -> tuple[list[dict], int]:
+    """(items with their pHash, unreadable files) of one image benchmark: a folder or a tar."""
+    path = Path(bench["path"])
+    if path.is_dir():
+        blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]
+    else:
+        with tarfile.open(path, "r:*") as tar:
+            blobs = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    items, bad = [], 0
+    for name, data in blobs:
+        try:
+            items.append({"benchmark": bench["name"], "item_id": name, "text": name, "ngrams": 0,
+                          "phash": f"{phash64(decode(data)):016x}"})
+        except RecordError:
+            bad += 1  # not an image (a README, a label file): nothing to match
+    return items, bad
+
+
+def run_decont_index(out: Path, node: Node) -> dict:
+    out_dir, spec = out, node.spec
+    items = [it for b in spec["benchmarks"]
+             for it in load_items(b["name"], Path(b["path"]), b["fields"], b["id_field"])]
+    table = build_index(items, spec["ngram"], spec["shards"], decont_dir(out_dir) / "index")
+    table = table.append_column("phash", pa.nulls(table.num_rows, pa.string()))
+    per = {}
+    for b, n in zip(table.column("benchmark").to_pylist(), table.column("ngrams").to_pylist()):
+        p = per.setdefault(b, {"items": 0, "unindexable": 0})
+        p["items"] += 1
+        p["unindexable"] += n == 0
+    for b in spec.get("image_benchmarks", []):  # after the text items: their indices stay the index's
+        images, bad = _image_items(b)
+        per[b["name"]] = {"items": len(images), "unindexable": bad}
+        if images:
+            table = pa.concat_tables([table, pa.Table.from_pylist(images, schema=table.schema)])
+    atomic_write_parquet(decont_dir(out_dir) / "items.parquet", table)
+    return {
+        "benchmarks": [{"name": b["name"], "sha256": b["sha256"], "fields": b.get("fields", ["image"]),
+                        **per.get(b["name"], {})} for b in spec["benchmarks"] + spec.get("image_benchmarks", [])],
+        "outputs": ["work/decont/items.parquet"] + [f"work/decont/index/shard-{k:03d}.npz"
+                                                   for k in range(spec["shards"])]}
+
+
+def run_decont(out: Path, node: Node) -> dict:
+    out_dir, spec = out, node.spec
+    items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
+    bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
+    table = pq.read_table(processed_path(out_dir, node.source, node.shard), columns=["id", "text"])
+    shingler = Shingler.cached(spec["ngram"], "eng")
+    hashes = [shingler(t) for t in table.column("text").to_pylist()]
+    rows = []
+    for rid, found in zip(table.column("id").to_pylist(), match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
+        if not found:
+            continue
+        # the best item: highest share of its n-grams, then most n-grams, then first in the registry
+        it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
+        ratio = c / ngrams[it]
+        if ratio >= spec["threshold"]:
+            rows.append({"source": node.source, "shard": node.shard, "id": rid, "benchmark": bench[it],
+                         "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
+                         "ratio": round(ratio, 6)})
+    if spec.get("image"):
+        rows = _image_flags(out_dir, node, rows, bench, item_ids)
+    path = flags_path(out_dir, node.source, node.shard)
+    atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
+    return {"documents": table.num_rows, "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
+
+
+def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids: list) -> list[dict]:
+    """Add (or replace caption flags with) matches of the shard's images against benchmark images: the
+    nearest benchmark image within the sample's domain radius; overlap = Hamming distance of 64 bits."""
+    phashes = pq.read_table(decont_dir(out) / "items.parquet", columns=["phash"]).column("phash").to_pylist()
+    image_items = [i for i, h in enumerate(phashes) if h is not None]
+    if not image_items:
+        return rows
+    t = pq.read_table(processed_path(out, node.source, node.shard), columns=["id", "meta"])
+    metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+    train = np.array([int(m["phash"], 16) for m in metas], dtype=np.uint64)
+    found = match_images(train, [m["domain"] for m in metas],
+                         np.array([int(phashes[i], 16) for i in image_items], dtype=np.uint64),
+                         node.spec["image_radii"])
+    best: dict[int, tuple[int, int]] = {}
+    for ti, bi, dist in found:
+        if ti not in best or (dist, bi) < best[ti]:
+            best[ti] = (dist, bi)
+    by_id = {r["id"]: r for r in rows}
+    ids = t.column("id").to_pylist()
+    for ti, (dist, bi) in sorted(best.items()):
+        item = image_items[bi]
+        by_id[ids[ti]] = {"source": node.source, "shard": node.shard, "id": ids[ti], "benchmark": bench[item],
+                          "item": item, "item_id": item_ids[item], "overlap": dist, "item_ngrams": 64,
+                          "ratio": round(1 - dist / 64, 6)}
+    return [by_id[i] for i in ids if i in by_id]
