@@ -18,7 +18,8 @@
   tars `images-NNNNN.tar` the same way.
 
 `<out>/raw/<source>/acquired.json` holds that record (the ledger's `acquisition` rows and the
-`sources.fetched_sha256` column are read from it). An archive acquisition whose spec and archive
+`sources.fetched_sha256` column are read from it; a `urls` record also lists the threat feeds it
+was checked against, with format and entry counts: `curation.acquire.feeds.feed_rows`). An archive acquisition whose spec and archive
 are unchanged is reused as is; fsspec sources are copied again on every run (their listing is the
 only way to know they did not change).
 """
@@ -28,6 +29,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 from pathlib import Path, PurePosixPath
 
 from curation.core.atomic import atomic_write_json
@@ -55,7 +57,8 @@ def _listing_sha(pairs: list[tuple[str, str]]) -> str:
 
 def guard_for(loaded: LoadedRecipe, raw_root: Path, resolver=None):
     """The run's guard. Feeds given as URLs are fetched afresh each run, by a guard that checks scheme
-    and resolution only (no lists exist yet), into `raw/_feeds/`."""
+    and resolution only (no lists exist yet), into `raw/_feeds/`. Each feed's format (declared or
+    detected) and entry counts are printed, and kept in `guard.lists.feeds` for the ledger."""
     from curation.acquire.fetch import Fetcher, FetchPolicy
     from curation.acquire.netguard import (
         AccessLists,
@@ -66,19 +69,25 @@ def guard_for(loaded: LoadedRecipe, raw_root: Path, resolver=None):
     resolver = resolver or system_resolver
     feeds = []
     for f in loaded.recipe.network.feeds:
+        spec = {"format": f.format, "min_entry_share": f.min_entry_share, "name": f.path or f.url}
         if f.path is not None:
-            feeds.append({"path": str(loaded.resolve(f.path)), "format": f.format})
+            feeds.append(spec | {"path": str(loaded.resolve(f.path))})
             continue
         bootstrap = Fetcher(Guard(AccessLists.compile([]), resolver), FetchPolicy(max_retries=2))
         result, body = bootstrap.fetch(f.url)  # fresh every run: feeds change daily
         if body is None:
             raise InputError(f"threat feed {f.url} could not be fetched ({result.status}: {result.reason}); "
                              f"download it and give its path instead")
-        path = raw_root / "_feeds" / f"{result.sha256[:16]}.{f.format}"
+        path = raw_root / "_feeds" / f"{result.sha256[:16]}.feed"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
-        feeds.append({"path": str(path), "format": f.format})
-    return Guard(load_feeds(feeds), resolver=resolver)
+        feeds.append(spec | {"path": str(path)})
+    lists = load_feeds(feeds)
+    for record in lists.feeds:
+        how = "detected" if record["declared_format"] == "auto" else "declared"
+        print(f"threat feed {record['feed']}: {record['format']} ({how}): {record['networks']} networks, "
+              f"{record['hosts']} hosts, {record['url_prefixes']} URL prefixes", file=sys.stderr)
+    return Guard(lists, resolver=resolver)
 
 
 def acquire_all(loaded: LoadedRecipe, raw_root: Path, resolver=None) -> dict[str, dict]:
@@ -296,4 +305,5 @@ def _urls(loaded: LoadedRecipe, src, folder: Path, spec: dict, guard) -> dict:
                            "kind": "urls", "origin": src.acquire.path, "origin_sha256": sha256_file(origin),
                            "fetched_sha256": sha, "files": outcomes.get("ok", 0),
                            "bytes": sum(r.bytes for r in results), "outcomes": dict(sorted(outcomes.items())),
-                           "guard": guard.lists.counts, "guard_fingerprint": guard.lists.fingerprint})
+                           "guard": guard.lists.counts, "guard_fingerprint": guard.lists.fingerprint,
+                           "feeds": guard.lists.feeds})

@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from curation import __version__
+from curation.acquire.feeds import feed_rows
 from curation.acquire.sources import read_acquired
 from curation.core.layout import source_prefix
 from curation.core.record import StepStats
@@ -119,6 +120,8 @@ def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
+    rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
+                                    if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:
         for table, more in phase.ledger_rows(run, nodes, markers, out, all_totals).items():
             rows[table] += more

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from curation.acquire.feeds import FEEDS_SCHEMA
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
@@ -36,6 +37,7 @@ CORE: dict[str, pa.Schema] = {
     "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("documents", pa.int64()),
                          ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                          ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
+    "feeds": FEEDS_SCHEMA,   # threat feeds the network guard compiled: format, entries by kind, skipped lines
     "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
                          ("budget_tokens", pa.int64())]),
     "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),

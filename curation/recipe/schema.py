@@ -210,10 +210,15 @@ class OptOut(Strict):
 
 
 class ThreatFeed(Strict):
-    """A feed file, or a URL fetched once per run (scheme and resolution checked like any download)."""
+    """A feed file, or a URL fetched once per run (scheme and resolution checked like any download).
+    `format: auto` (the default) detects the format from the content and prints it; a feed that
+    reads as (almost) nothing in its format is an error (see `curation.acquire.feeds`).
+    `min_entry_share`: the share of its rule lines that must block something."""
     path: str | None = None
     url: str | None = None
-    format: Literal["firehol", "spamhaus", "urlhaus", "hosts"]
+    format: Literal["auto", "netset", "spamhaus_json", "hosts", "domains", "adblock", "unbound", "rpz", "dnsmasq",
+                    "urlhaus", "urlhaus_csv", "firehol", "spamhaus"] = "auto"  # = netguard.FEED_FORMATS
+    min_entry_share: float = Field(0.5, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _one_origin(self):

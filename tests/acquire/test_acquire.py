@@ -99,7 +99,9 @@ sources:
 
 @pytest.mark.slow
 def test_acquisition_demo_recipe(tmp_path):
-    """recipes/acquisition.yaml with its loopback site: every adapter, all four feed formats."""
+    """recipes/acquisition.yaml with its loopback site: every adapter, feeds in eight formats (three of
+    them detected, one gzip-compressed). Every name resolves to the site, so a name a feed failed to
+    block would reach it: the site's log proves that none did."""
     import importlib.util
 
     from curation.commands.run import run
@@ -113,12 +115,25 @@ def test_acquisition_demo_recipe(tmp_path):
     except OSError as e:
         pytest.skip(f"the demo's loopback ports are taken ({e})")
     try:
-        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", progress=False)
+        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", progress=False,
+                  resolver=lambda host: ["127.0.0.2"])
     finally:
         stop()
     outcomes = {(a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"] if a["source"] == "site"}
-    assert outcomes == {("ok", None): 8, ("failed", "http_404"): 1, ("refused", "domain_blocked"): 2,
-                        ("refused", "ip_blocked"): 2, ("refused", "scheme_refused"): 2}
+    assert outcomes == {("ok", None): 8, ("failed", "http_404"): 1, ("refused", "domain_blocked"): 6,
+                        ("refused", "url_blocked"): 3, ("refused", "ip_blocked"): 2, ("refused", "scheme_refused"): 2}
+    from curation.acquire.feeds import FEEDS_SCHEMA, feed_rows
+    from curation.acquire.sources import read_acquired
+    feeds = {r["feed"].rsplit("/", 1)[1]: r for r in feed_rows("r", [read_acquired(tmp_path / "out" / "raw", "site")])}
+    assert {n: (r["format"], r["declared_format"]) for n, r in feeds.items()} == {
+        "adblock_demo.txt": ("adblock", "adblock"), "drop_demo.txt": ("netset", "spamhaus"),
+        "firehol_demo.netset": ("netset", "firehol"), "hosts_demo": ("hosts", "hosts"),
+        "rpz_demo.zone": ("rpz", "auto"), "unbound_demo.conf": ("unbound", "auto"),
+        "urlhaus_demo.csv.gz": ("urlhaus_csv", "auto"), "urlhaus_demo.txt": ("urlhaus", "urlhaus")}
+    assert feeds["urlhaus_demo.csv.gz"]["compression"] == "gzip"
+    assert (feeds["rpz_demo.zone"]["hosts"], feeds["adblock_demo.txt"]["url_prefixes"]) == (3, 3)
+    assert sorted(r["feed"] for r in res.rows["feeds"]) == sorted(r["feed"] for r in feeds.values())  # in the ledger
+    assert pa.Table.from_pylist(list(feeds.values()), schema=FEEDS_SCHEMA).num_rows == 8
     assert blocked_log == []  # /moved redirects to the blocked host: refused before connecting
     assert sorted(site_log) == sorted([f"/page-{i:02d}.html" for i in range(8)] + ["/moved", "/missing.html"])
     docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
