@@ -200,3 +200,47 @@ def test_licence_decision_wording():
 def test_unknown_source_class_is_refused():
     with pytest.raises(ValueError, match="not one of"):
         LicencePolicy("free", [], source="s")
+
+
+@pytest.mark.slow
+def test_structured_licences_through_a_run(tmp_path):
+    """JSON objects, lists and Parquet structs in the licence field decide per record in a real run; the
+    decision and what made it travel with kept records; a record without the field keeps the source's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.commands.run import run
+    from tests.conftest import VOCAB, english_doc, write_jsonl
+
+    spans = [{"cc_re__cc_re__cc_by_4_0": [[0, 9, 1.0]]}, {"cc_re__cc_re__cc_by_nc_sa_3_0_es": [[0, 9, 1.0]]},
+             {"cc_re__cc_re__cc_by_4_0": [[0, 9, 1.0]], "cc_re__cc_re__cc_by_nd_2_0": [[20, 29, 0.6]]}, {}]
+    write_jsonl(tmp_path / "cc.jsonl", [{"id": f"c{i}", "text": english_doc(i), "cc_license_spans": s}
+                                        for i, s in enumerate(spans)])
+    pq.write_table(pa.Table.from_pylist([
+        {"id": "p0", "text": english_doc(10), "rights": {"license": "CC-BY-4.0", "url": "https://x"}},
+        {"id": "p1", "text": english_doc(11), "rights": {"license": "All rights reserved", "url": None}},
+        {"id": "p2", "text": english_doc(12), "rights": None}]), tmp_path / "hub.parquet")
+    (tmp_path / "recipe.yaml").write_text(f"""name: t
+vocabulary: {VOCAB}
+sources:
+  - name: cc
+    license: CC BY marked pages
+    licence_field: cc_license_spans
+    input: {{paths: [cc.jsonl], id_field: id, metadata_fields: [cc_license_spans]}}
+  - name: hub
+    license: MIT
+    licence_field: rights.license
+    input: {{format: parquet, paths: [hub.parquet], id_field: id, metadata_fields: [rights]}}
+""")
+    res = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+    drops = {(d["source"], d["reason"]): d["records"] for d in res.rows["drops"] if d["step"] == "licence"}
+    assert drops == {("cc", "licence_non-commercial"): 1, ("cc", "licence_no-derivatives"): 1,
+                     ("cc", "licence_unknown"): 1, ("hub", "licence_all-rights-reserved"): 1}
+    meta = {}
+    for src in ("cc", "hub"):
+        table = pq.read_table(tmp_path / "out" / "processed" / src / "00000.parquet", columns=["id", "meta"])
+        meta |= {i: json.loads(m) for i, m in zip(table.column("id").to_pylist(), table.column("meta").to_pylist())}
+    assert sorted(meta) == ["c0", "p0", "p2"]
+    assert meta["c0"]["licence_decided_by"] == "cc_license_spans: cc_re__cc_re__cc_by_4_0 [cc by]"
+    assert (meta["p0"]["licence_class"], meta["p0"]["licence_decided_by"]) == ("permissive", "rights.license: CC-BY-4.0")
+    assert (meta["p2"]["licence_class"], meta["p2"]["licence_decided_by"]) == ("permissive", "source")
