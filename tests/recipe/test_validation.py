@@ -45,8 +45,8 @@ def test_duplicate_key_names_both_lines(tmp_path):
 
 
 @pytest.mark.parametrize("body, expected", [
-    ("name: x\nvocabulary: VOCAB\nsources:\n  - name: a\n    license: MIT\n    input: {paths: [a.jsonl]}\n"
-     "    input: {paths: [b.jsonl]}\n", ":6 and :7: key 'input' appears twice in sources[0]"),
+    (("name: x\nvocabulary: VOCAB\nsources:\n  - name: a\n    license: MIT\n    input: {paths: [a.jsonl]}\n"
+      "    input: {paths: [b.jsonl]}\n"), ":6 and :7: key 'input' appears twice in sources[0]"),
     ("name: x\nname: y\nvocabulary: VOCAB\nsources: []\n", ":1 and :2: key 'name' appears twice in the recipe's top"),
     ("name: x\nvocabulary: VOCAB\nsources:\n  - {name: a, license: MIT, input: {paths: [a.jsonl], paths: [b]}}\n",
      ":4 and :4: key 'paths' appears twice in sources[0].input"),
@@ -158,7 +158,7 @@ def test_audio_and_acquire_bounds(tmp_path, settings, expected):
 
 
 def test_plan_size_counts_input_files(tmp_path, monkeypatch):
-    import curation.recipe.limits as limits
+    from curation.recipe import limits
     for i in range(6):
         write_jsonl(tmp_path / "in" / f"{i}.jsonl", [{"id": "1", "text": "x"}])
     p = _recipe(tmp_path, _source().replace("[a.jsonl]", "[in/*.jsonl]"))

@@ -38,7 +38,8 @@ from curation.recipe.schema import LicenceClass
 
 LICENCE_CLASSES: tuple[str, ...] = get_args(LicenceClass)
 RANK = {c: i for i, c in enumerate(LICENCE_CLASSES)}
-_SHOWN = 200  # characters of a licence string kept in a verdict
+_SHOWN = 200  # characters of a licence string kept in a verdict's description
+MAX_TEXT = 65536  # longer licence strings are unknown
 
 
 @dataclass(frozen=True)
@@ -223,11 +224,22 @@ def _expression(text: str):
     return None
 
 
-@lru_cache(maxsize=65536)
 def classify(text: str) -> Verdict:
-    """The class of one licence string, the string and what decided it."""
+    """The class of one licence string, the string and what decided it (short strings, the ones that
+    repeat across records, are remembered; long ones are not, so hostile input cannot fill memory)."""
+    return _classify_cached(text) if isinstance(text, str) and len(text) <= 1000 else _classify(text)
+
+
+@lru_cache(maxsize=16384)
+def _classify_cached(text: str) -> Verdict:
+    return _classify(text)
+
+
+def _classify(text: str) -> Verdict:
     if not isinstance(text, str) or not text.strip():
         return Verdict("unknown", str(text), "empty licence")
+    if len(text) > MAX_TEXT:  # a whole GPL-3.0 is 35 KB; reading part of a text could miss its restriction
+        return Verdict("unknown", text, f"licence text longer than {MAX_TEXT:,} characters, not read")
     stripped = text.strip()
     if stripped.lower() in _BY_ID:
         return Verdict(_BY_ID[stripped.lower()], stripped, stripped)

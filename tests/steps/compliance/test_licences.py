@@ -141,6 +141,7 @@ def test_structured_licence_fields(value, cls, decided):
 
 
 def test_deep_and_huge_fields_fail_closed():
+    assert classify("MIT. " + "Lorem ipsum. " * 10000).cls == "unknown"  # longer than MAX_TEXT: not read
     deep: object = "MIT"
     for _ in range(20):
         deep = {"license": deep}
@@ -177,7 +178,8 @@ def test_common_crawl_licence_spans_leave_no_nc_sa_nd_page_in():
     """481 real pages of CC-MAIN-2019-30 with dolma's `cc_license_spans`: every page carrying an NC,
     SA or ND mark is removed under the default policy; the source's own (permissive) class never applies."""
     path = SHARED_DATA / "web_text" / "cc_main_2019_30_extract.jsonl.gz"
-    rows = [json.loads(line) for line in gzip.open(path)]
+    with gzip.open(path) as f:
+        rows = [json.loads(line) for line in f]
     recs = [Record(r["id"], "s", r["text"], {"cc_license_spans": r["cc_license_spans"]}) for r in rows]
     marked = {r["id"] for r in rows if any(m in k for k in r["cc_license_spans"] for m in ("_nc", "_sa", "_nd"))}
     step = LicencePolicy("permissive", list(DEFAULT_EXCLUDED), field="cc_license_spans", source="s")
@@ -242,5 +244,6 @@ sources:
         meta |= {i: json.loads(m) for i, m in zip(table.column("id").to_pylist(), table.column("meta").to_pylist())}
     assert sorted(meta) == ["c0", "p0", "p2"]
     assert meta["c0"]["licence_decided_by"] == "cc_license_spans: cc_re__cc_re__cc_by_4_0 [cc by]"
-    assert (meta["p0"]["licence_class"], meta["p0"]["licence_decided_by"]) == ("permissive", "rights.license: CC-BY-4.0")
+    assert (meta["p0"]["licence_class"], meta["p0"]["licence_decided_by"]) == ("permissive",
+                                                                              "rights.license: CC-BY-4.0")
     assert (meta["p2"]["licence_class"], meta["p2"]["licence_decided_by"]) == ("permissive", "source")
