@@ -217,3 +217,13 @@ def test_licence_policy_fails_closed(tmp_path):
 def test_shipped_recipes_validate(name):
     loaded = load_recipe(REPO / "recipes" / f"{name}.yaml", resolve_inputs=False)
     assert all(s.license for s in loaded.recipe.sources)
+
+
+def test_plan_node_estimate_matches_the_demo_plan():
+    """`plan_nodes` mirrors build_plan; if the plan gains phases, this says the estimate must follow."""
+    from curation.commands.run import load_plan
+    from curation.recipe.limits import plan_nodes
+    p = load_plan(REPO / "recipes" / "demo.yaml")
+    built = len(p.process) + len(p.tokenize) + len(p.merge) + len(p.signatures) + len(p.bands) + len(p.decont) \
+        + sum(n is not None for n in (p.dedup, p.clusters, p.decont_index, p.decont_resolve))
+    assert sum(plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()}).values()) == built
