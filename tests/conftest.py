@@ -63,13 +63,16 @@ def english_doc(i: int, words: int = 80) -> str:
     return f"Document {i}. " + " ".join((base * (words // 25 + 1)).split()[:words]) + "."
 
 
-def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "") -> Path:
-    """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list."""
+def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "",
+                license: str = "MIT") -> Path:
+    """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list; every
+    source declares `license` (a recipe without one does not validate)."""
     lines = ["name: t", f"vocabulary: {VOCAB}", extra, "sources:"]
     for name, paths in sources.items():
         lines += [f"  - name: {name}",
                   f"    input: {{paths: {json.dumps([str(p) for p in paths])}, id_field: id}}",
-                  f"    filters: {filters}"]
+                  f"    filters: {filters}",
+                  f"    license: {json.dumps(license)}"]  # last, so the lines above keep their numbers
     path = tmp / "recipe.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path

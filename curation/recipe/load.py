@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
 from curation.errors import RecipeError
-from curation.recipe.schema import Recipe, Source
+from curation.recipe.limits import check_plan_size
+from curation.recipe.schema import Recipe, Source, missing_licence
 from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
 
 
@@ -63,6 +64,8 @@ _MESSAGES = {
     "string_pattern_mismatch": lambda c: f"must match {c['pattern']} (lower-case letters, digits, _ and -)",
     "union_tag_invalid": lambda c: f"unknown step type {c.get('tag')!r}; known types: {c.get('expected_tags')}",
     "union_tag_not_found": lambda c: "each filter needs a `type:` key",
+    "int_parsing_size": lambda c: "is far too large (see curation.recipe.limits for the bounds)",
+    "finite_number": lambda c: "must be a finite number (not .inf or .nan)",
 }
 
 
@@ -90,12 +93,22 @@ def _format_validation(path: Path, data: Any, lines: dict, err: ValidationError)
         ctx = e.get("ctx") or {}
         make = _MESSAGES.get(e["type"])
         msg = make(ctx) if make else e["msg"].removeprefix("Value error, ")
+
         if e["type"] not in ("missing", "extra_forbidden", "union_tag_not_found") and "input" in e:
             shown = e["input"]
             if not isinstance(shown, (dict, list)):
                 msg += f", got {shown!r}"
         msgs.append(f"{where} {format_path(loc) or '<recipe>'}: {msg}")
     return "\n".join(msgs)
+
+
+def _missing_licences(path: Path, data: dict, lines: dict) -> list[str]:
+    """One message per source without `license:`, at the source's own line."""
+    sources = data.get("sources")
+    if not isinstance(sources, list):
+        return []
+    return [f"{path}:{line_for(lines, ('sources', i))} {format_path(('sources', i))}: {missing_licence(s.get('name'))}"
+            for i, s in enumerate(sources) if isinstance(s, dict) and "license" not in s]
 
 
 def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
@@ -144,17 +157,22 @@ def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path
         raise RecipeError(f"{path}:1: a recipe must be a YAML mapping (name:, vocabulary:, sources:, ...)")
     # Top-level `x-...` keys hold YAML anchors for reuse (as in compose files); they are not settings.
     data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
+    missing = _missing_licences(path, data, lines)
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
-        raise RecipeError(_format_validation(path, data, lines, e)) from None
+        msgs = [m for m in _format_validation(path, data, lines, e).split("\n")
+                if not (missing and "declares no licence" in m)]
+        raise RecipeError("\n".join(missing + msgs)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve())
     vocab = loaded.resolve(recipe.vocabulary)
     if not vocab.is_file():
         raise RecipeError(f"{path}:{line_for(lines, ('vocabulary',))} vocabulary: file {vocab} not found; "
                           f"point it at a vocabulary YAML under tokenizers/")
+    check_plan_size(recipe, {}, str(path))  # bands × partitions alone, before any input is hashed
     if resolve_inputs:
-        _resolve_inputs(loaded, lines, raw_root)
+        _resolve_inputs(loaded, lines, raw_root)  # sources not yet acquired list no files: they count 0
+        check_plan_size(recipe, {s: len(fs) for s, fs in loaded.inputs.items()}, str(path))
         loaded.fingerprint = fingerprint({
             "curate": __version__.split(".")[0],
             "recipe": recipe.model_dump(mode="json"),

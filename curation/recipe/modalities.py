@@ -1,7 +1,7 @@
 """Settings of image and audio sources, and of SFT sources with reasoning spans (part of the recipe schema)."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -10,13 +10,14 @@ from curation.recipe.base import Strict
 
 class Images(Strict):
     """Image samples: validation, the dedup domain, and how they are tokenized."""
-    min_side: int = Field(default=32, ge=1)        # shorter images are dropped (`image_too_small`)
+    min_side: int = Field(default=32, ge=1, le=65536)  # shorter images are dropped (`image_too_small`)
     domain: str = "natural"                         # selects the pHash dedup radius (`image_dedup`)
-    phash_reduce: int = Field(default=32, ge=8)     # pHash input size; smaller for satellite imagery
-    area: int = Field(default=256 * 256, ge=256)    # pixels after resizing (tokens ≈ area / 256)
+    phash_reduce: int = Field(default=32, ge=8, le=512)  # pHash input size; smaller for satellite imagery
+    # pixels after resizing (tokens ≈ area / 256); at most 4096 × 4096, 65,536 codes per image
+    area: int = Field(default=256 * 256, ge=256, le=2**24)
     caption: Literal["before", "after", "none"] = "after"
     # codes per encoder batch (one image shape per batch); a checkpoint is written after each batch
-    batch_tokens: int = Field(default=16384, ge=1)
+    batch_tokens: int = Field(default=16384, ge=1, le=2**22)
 
     @model_validator(mode="after")
     def _batch_holds_an_image(self):
@@ -24,6 +25,9 @@ class Images(Strict):
             raise ValueError(f"batch_tokens {self.batch_tokens} cannot hold one image of area {self.area} "
                              f"(about {self.area // 256} codes; allow at least {2 * self.area // 256})")
         return self
+
+
+_Rate = Annotated[float, Field(ge=0, le=1000)]
 
 
 class Audio(Strict):
@@ -40,16 +44,25 @@ class Audio(Strict):
     end_field: str = "end"
     speaker_field: str = "speaker"
     language_field: str = "language"
-    min_seconds: float = Field(default=0.5, gt=0)     # shorter clips: quarantined (`too_short`)
-    max_seconds: float = Field(default=120.0, gt=0)   # longer clips: quarantined (`too_long`)
-    silence_dbfs: float = -50.0                       # a clip whose peak is below this is `silent`
+    # a clip (or segment) is decoded whole before these checks, so an hour is the most a setting may allow
+    min_seconds: float = Field(default=0.5, gt=0, le=3600)   # shorter clips: quarantined (`too_short`)
+    max_seconds: float = Field(default=120.0, gt=0, le=3600)  # longer clips: quarantined (`too_long`)
+    silence_dbfs: float = Field(default=-50.0, ge=-200, le=0)  # a clip whose peak is below this is `silent`
     # transcript length per second of audio outside [min, max] characters: `transcript_mismatch`
-    chars_per_second: tuple[float, float] = (4.0, 30.0)
-    max_batch_seconds: float = Field(default=120.0, gt=0)   # total padded audio per encoder batch
+    chars_per_second: tuple[_Rate, _Rate] = (4.0, 30.0)
+    max_batch_seconds: float = Field(default=120.0, gt=0, le=3600)   # total padded audio per encoder batch
     interleave: bool = True           # consecutive transcribed clips → interleaved speech-text sequences
     # near duplicates: spectral-fingerprint bit error rate over 1.5 s or more (stricter for shorter
     # overlaps, see curation.steps.audio.fingerprint); null: exact duplicates only
     near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        if self.min_seconds > self.max_seconds:
+            raise ValueError(f"min_seconds ({self.min_seconds}) must be <= max_seconds ({self.max_seconds})")
+        if self.chars_per_second[0] > self.chars_per_second[1]:
+            raise ValueError(f"chars_per_second must be [min, max], got {list(self.chars_per_second)}")
+        return self
 
 
 class Reasoning(Strict):

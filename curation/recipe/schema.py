@@ -19,11 +19,19 @@ Example (the demo recipe, abbreviated):
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
+from curation.recipe.compliance import (  # noqa: F401 - part of the schema
+    PII,
+    Constituents,
+    LicenceClass,
+    LicencePolicy,
+    OptOut,
+    missing_licence,
+)
 from curation.recipe.filters import (  # noqa: F401 - part of the schema
     C4QualityFilter,
     FilterBase,
@@ -35,8 +43,15 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
+from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import Audio, Images, Reasoning
-from curation.recipe.stages import Ablation, HeldOut, LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
+from curation.recipe.stages import (  # noqa: F401 - part of the schema
+    Ablation,
+    HeldOut,
+    LongContext,
+    MixtureEntry,
+    Stage,
+)
 
 
 class Normalize(Strict):
@@ -61,20 +76,6 @@ class Input(Strict):
     turn_roles: bool = False
 
 
-LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]
-
-
-class PII(Strict):
-    """Replace personal data in the text (counted per kind in the ledger table `pii`)."""
-    kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
-
-
-class Constituents(Strict):
-    """A composite collection: keep only records whose `field` names an approved constituent."""
-    field: str
-    approved: list[str] = Field(min_length=1)
-
-
 class Acquire(Strict):
     """Bring a source into `<out>/raw/<source>/` before it is read (see `curation.acquire.sources`).
 
@@ -88,13 +89,14 @@ class Acquire(Strict):
     kind: Literal["archive", "fsspec", "urls", "image_folder", "audio_folder"]
     path: str
     url_field: str = "url"
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, le=3600)
     max_retries: int = Field(default=3, ge=0, le=10)
-    per_host: int = Field(default=2, ge=1)
-    host_interval_s: float = Field(default=0.0, ge=0)
+    per_host: int = Field(default=2, ge=1, le=64)
+    host_interval_s: float = Field(default=0.0, ge=0, le=3600)
     workers: int = Field(default=8, ge=1, le=256)
-    max_bytes: int = Field(default=64 * 2**20, ge=1)
-    max_archive_bytes: int = Field(default=20 * 2**30, ge=1)
+    # one download is read into memory whole, so it is bounded by what one process may hold
+    max_bytes: int = Field(default=64 * 2**20, ge=1, le=2**32)
+    max_archive_bytes: int = Field(default=20 * 2**30, ge=1, le=2**44)
 
 
 class Source(Strict):
@@ -105,9 +107,14 @@ class Source(Strict):
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
     # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
     modality: Literal["text", "image", "audio"] = "text"
-    license: str = "unknown"          # SPDX id or free text
+    # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
+    # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
+    license: str | None = Field(default=None, min_length=1, max_length=2000)
     license_class: LicenceClass | None = None  # default: derived from `license`
-    licence_field: str | None = None  # a metadata field with each record's own licence (overrides the source's)
+    # a metadata field (listed in input.metadata_fields; `a.b` reaches into an object) holding each
+    # record's own licence: a string, a list, or an object (see curation.steps.compliance.licence_fields).
+    # It overrides the source's licence; a record without it keeps the source's.
+    licence_field: str | None = Field(default=None, min_length=1)
     constituents: Constituents | None = None
     # robots.txt opt-out: `page_url` checks each record's `url_field`; `not_available` records that the
     # source keeps no page URL (only an image host, or another dataset's name) so it cannot be applied
@@ -118,8 +125,8 @@ class Source(Strict):
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
-    weight: float = Field(default=1.0, ge=0)
-    max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
+    weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT)
+    max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
 
@@ -128,6 +135,21 @@ class Source(Strict):
 
     def audio_settings(self) -> Audio:
         return self.audio or Audio()
+
+    @field_validator("license")
+    @classmethod
+    def _licence_text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is blank; give an SPDX id (`CC-BY-4.0`), a licence URL or the licence text")
+        return value
+
+    @model_validator(mode="after")
+    def _licence_field_is_read(self):
+        if self.licence_field is not None and self.licence_field not in self.input.metadata_fields \
+                and self.licence_field.split(".")[0] not in self.input.metadata_fields:
+            raise ValueError(f"licence_field {self.licence_field!r} is never read: add "
+                             f"{self.licence_field.split('.')[0]!r} to input.metadata_fields")
+        return self
 
     @model_validator(mode="after")
     def _image_source(self):
@@ -171,12 +193,12 @@ class MinHashDedup(Strict):
     Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
     `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
     source order, then shard order, then position in its shard is kept."""
-    ngram: int = Field(default=5, ge=1)
-    bands: int = Field(default=14, ge=1)
-    rows: int = Field(default=8, ge=1)
+    ngram: int = Field(default=5, ge=1, le=64)
+    bands: int = Field(default=14, ge=1, le=MAX_PERMUTATIONS)
+    rows: int = Field(default=8, ge=1, le=MAX_PERMUTATIONS)
     threshold: float | None = Field(default=None, gt=0, lt=1)
     scope: Literal["source", "global"] = "global"
-    seed: int = 1
+    seed: int = Field(default=1, ge=0, le=MAX_SEED)
     # hash partitions per band: each band task holds 1/partitions of one band column (raise for big corpora)
     partitions: int = Field(default=1, ge=1, le=4096)
     language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
@@ -186,6 +208,9 @@ class MinHashDedup(Strict):
     def _threshold_or_bands(self):
         if self.threshold is not None and {"bands", "rows"} & self.model_fields_set:
             raise ValueError("give either threshold or bands and rows, not both")
+        if self.bands * self.rows > MAX_PERMUTATIONS:
+            raise ValueError(f"bands × rows = {self.bands * self.rows} permutations, more than {MAX_PERMUTATIONS} "
+                             f"(datatrove uses 14 × 8 = 112)")
         return self
 
     def lsh(self) -> tuple[int, int]:
@@ -196,17 +221,6 @@ class MinHashDedup(Strict):
 class Dedup(Strict):
     exact: ExactDedup | None = ExactDedup()
     minhash: MinHashDedup | None = None
-
-
-class LicencePolicy(Strict):
-    """Licence classes whose records are excluded (Apertus 1.5 §3.1.1 defaults)."""
-    exclude: list[LicenceClass] = ["non-commercial", "research-only", "share-alike", "no-derivatives"]
-
-
-class OptOut(Strict):
-    """Retroactive robots.txt opt-out: a domain that disallows any of `agents` in any snapshot is excluded."""
-    snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.steps.compliance.optout)
-    agents: list[str] | None = None  # default: curation.steps.compliance.optout.DEFAULT_AGENTS
 
 
 class ThreatFeed(Strict):
@@ -256,8 +270,9 @@ class Decontamination(Strict):
     # training images within their domain's pHash radius of a benchmark image are removed; low-entropy
     # domains (satellite, medical, charts, documents) match only on equal hashes
     image_benchmarks: list[ImageBenchmark] = []
-    image_radii: dict[str, int] = {"natural": 4, "satellite": 0, "medical": 0, "charts": 0, "documents": 0}
-    ngram: int = Field(default=13, ge=1)
+    image_radii: dict[str, Annotated[int, Field(ge=0, le=64)]] = {
+        "natural": 4, "satellite": 0, "medical": 0, "charts": 0, "documents": 0}
+    ngram: int = Field(default=13, ge=1, le=64)
     threshold: float = Field(default=0.5, gt=0, le=1)
     max_removal_rate: float = Field(default=0.2, ge=0, le=1)
     acknowledge: list[str] = []
@@ -285,10 +300,11 @@ class Recipe(Strict):
     # the image codec: a seeded configuration (tokenizers/curate-demo-ibq.yaml) or a checkpoint folder
     image_tokenizer: str | None = None
     # pHash near-duplicate radius per image domain (default 0: equal hashes); null disables the domain
-    image_dedup: dict[str, int | None] = {"documents": None, "ocr": None, "web_ui": None}
+    image_dedup: dict[str, Annotated[int, Field(ge=0, le=64)] | None] = {"documents": None, "ocr": None,
+                                                                         "web_ui": None}
     # the audio codec: a seeded configuration (tokenizers/curate-demo-wavtokenizer.yaml) or a checkpoint
     audio_tokenizer: str | None = None
-    tokenize_batch_size: int = Field(default=256, ge=1)
+    tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
@@ -296,6 +312,8 @@ class Recipe(Strict):
     def _unique_sources(cls, sources: list[Source]) -> list[Source]:
         seen: set[str] = set()
         for s in sources:
+            if s.license is None:
+                raise ValueError(missing_licence(s.name))
             if s.name in seen:
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)

@@ -52,6 +52,7 @@ vocabulary: {VOCAB}
 network: {{feeds: [{{url: "{good.base}/firehol.netset", format: firehol}}, {{path: hosts, format: hosts}}]}}
 sources:
   - name: crawl
+    license: CC-BY-4.0
     acquire: {{kind: urls, path: urls.jsonl, max_retries: 1, timeout_s: 5}}
     input: {{paths: [documents.jsonl], id_field: id, metadata_fields: [url, lang]}}
   - name: dump
@@ -161,6 +162,7 @@ def test_fsspec_keeps_sub_folders_and_parquet_metadata_of_any_type(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: store
+    license: MIT
     acquire: {{kind: fsspec, path: "store/**/*.parquet"}}
     input: {{format: parquet, paths: [files/**/*.parquet], id_field: id, metadata_fields: [crawled]}}
 """)
@@ -182,6 +184,7 @@ def test_parquet_metadata_of_any_type_is_kept(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: d
+    license: MIT
     input: {{format: parquet, paths: [d.parquet], id_field: id, metadata_fields: [crawled]}}
 """)
     res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)

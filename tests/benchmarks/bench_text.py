@@ -56,7 +56,7 @@ def recipe(folder: Path, corpus: Path) -> Path:
     flist = ", ".join(f"{{type: {t}}}" for t in FILTERS)
     p = folder / "bench.yaml"
     p.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: null}}\ntokenize_batch_size: 1000\n"
-                 f"sources:\n  - name: en\n    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
+                 f"sources:\n  - name: en\n    license: MIT\n    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
                  f"    normalize: {{nfc: false, ftfy: false}}\n    filters: [{flist}]\n")
     return p
 

@@ -102,6 +102,7 @@ vocabulary: {REPO}/tokenizers/curate-demo-v1.yaml
 image_tokenizer: {REPO}/tokenizers/curate-demo-ibq.yaml
 sources:
   - name: hub_images
+    license: CC0-1.0
     modality: image
     input: {{format: parquet, paths: [train-00000.parquet], image_field: image, text_field: caption, id_field: id}}
     images: {{min_side: 32, area: 4096}}

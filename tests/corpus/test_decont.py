@@ -57,8 +57,10 @@ decontamination:
 {extra}
 sources:
   - name: web
+    license: MIT
     input: {{paths: [web.jsonl], id_field: id}}
   - name: forum
+    license: MIT
     input: {{paths: [forum.jsonl], id_field: id}}
 """
 

@@ -12,6 +12,7 @@ def _recipe(stages, sources=None):
                           {"name": "code", "category": "Code", "max_epochs": 2}]
     for s in sources:
         s.setdefault("input", {"paths": ["x"]})
+        s.setdefault("license", "MIT")
     return Recipe.model_validate({"name": "r", "vocabulary": "v", "sources": sources, "stages": stages})
 
 

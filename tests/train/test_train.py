@@ -210,6 +210,7 @@ def test_sft_conversations_keep_their_turns_into_the_shards(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: sft
+    license: MIT
     input: {{paths: [{path}], id_field: id, text_field: messages, turn_roles: true}}
 """)
     res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)

@@ -19,6 +19,7 @@ def test_merge_writes_a_copy_without_reasoning_spans(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: sft
+    license: MIT
     category: SFT
     input: {{paths: [{path}], id_field: id}}
     reasoning: {{start: "<think>", end: "</think>"}}
