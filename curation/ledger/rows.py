@@ -15,15 +15,11 @@ from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
 from curation.plan.graph import Plan
+from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
+from curation.steps.compliance.licences import licence_decision
 from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
-
-
-def licence_decision(licence: dict) -> str:
-    if licence["field"]:
-        return f"per record ({licence['field']}); source class {licence['class']}"
-    return f"excluded ({licence['class']})" if licence["class"] in licence["exclude"] else "included"
 
 
 def optout_mode(plan: Plan, src) -> str:
@@ -42,7 +38,7 @@ def _source_row(plan: Plan, src, out: Path) -> dict:
     files = plan.recipe.inputs[src.name]
     acquired = read_acquired(out / "raw", src.name) if src.acquire else None
     comp = next(n.spec["compliance"] for n in plan.process if n.source == src.name) if files else \
-        {"licence": {"class": src.license_class or "unknown", "exclude": [], "field": None}, "pii": None}
+        compliance(plan.recipe, src, None)   # no input files: the same licence spec the tasks would get
     return {"source": src.name, "source_fingerprint": next(n.fingerprint for n in plan.merge if n.source == src.name),
             "modality": src.modality, "category": src.category,
             "revision": src.revision or (acquired or {}).get("revision"), "license": src.license,

@@ -39,8 +39,8 @@ def test_image_recipe_end_to_end(tmp_path, ray_local):
 
 
 def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
-    from curation.plan.graph import load_plan
     from curation.errors import RecipeError
+    from curation.plan.graph import load_plan
     text = RECIPE.read_text()
     (tmp_path / "images").symlink_to(REPO / "recipes" / "images")
     (tmp_path / "r.yaml").write_text(text.replace("image_tokenizer: ../tokenizers/curate-demo-ibq.yaml\n", "")

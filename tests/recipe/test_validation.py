@@ -163,7 +163,7 @@ def test_plan_size_counts_input_files(tmp_path, monkeypatch):
         write_jsonl(tmp_path / "in" / f"{i}.jsonl", [{"id": "1", "text": "x"}])
     p = _recipe(tmp_path, _source().replace("[a.jsonl]", "[in/*.jsonl]"))
     assert limits.plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1,
-                                                                  "dedup": 1}
+                                                                  "exact": 1}
     monkeypatch.setattr(limits, "MAX_PLAN_NODES", 12)
     with pytest.raises(RecipeError, match=r"the plan would hold 14 tasks \(process 6, tokenize 6, merge 1\)"):
         load_recipe(p)
@@ -219,11 +219,11 @@ def test_shipped_recipes_validate(name):
     assert all(s.license for s in loaded.recipe.sources)
 
 
-def test_plan_node_estimate_matches_the_demo_plan():
-    """`plan_nodes` mirrors build_plan; if the plan gains phases, this says the estimate must follow."""
-    from curation.commands.run import load_plan
+@pytest.mark.parametrize("recipe", ["demo", "images", "audio"])
+def test_plan_node_estimate_matches_the_plan(recipe):
+    """`plan_nodes` mirrors the phase table; if the plan gains phases, this says the estimate must follow."""
+    from curation.plan.graph import load_plan
     from curation.recipe.limits import plan_nodes
-    p = load_plan(REPO / "recipes" / "demo.yaml")
-    built = len(p.process) + len(p.tokenize) + len(p.merge) + len(p.signatures) + len(p.bands) + len(p.decont) \
-        + sum(n is not None for n in (p.dedup, p.clusters, p.decont_index, p.decont_resolve))
-    assert sum(plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()}).values()) == built
+    p = load_plan(REPO / "recipes" / f"{recipe}.yaml")
+    assert sum(plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()}).values()) == \
+        len(p.nodes())

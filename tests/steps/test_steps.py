@@ -3,12 +3,12 @@ import json
 
 import pytest
 
+from curation.core.hashing import content_hash
 from curation.core.record import Drop, QuarantineSink, Record
+from curation.corpus.exact import resolve_duplicates
 from curation.errors import StepFailed
 from curation.recipe import schema
 from curation.steps.base import Filter
-from curation.core.hashing import content_hash
-from curation.corpus.exact import resolve_duplicates
 from curation.steps.droplist import DropListed
 from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
 from curation.steps.text.normalize import Normalize
