@@ -23,7 +23,7 @@ LAYERS = [
     ["runtime"],
     ["ledger"],
     ["mixture"],
-    ["report", "train"],
+    ["report", "train", "classify"],
     ["commands"],
 ]
 LEVEL = {pkg: i for i, level in enumerate(LAYERS) for pkg in level}

@@ -121,6 +121,12 @@ def _cmd_tokenizer_train(a) -> int:
     return 0
 
 
+def _cmd_classifier_train(a) -> int:
+    from curation.commands.classifier import train
+    print("\n".join(train(a.spec, a.out)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="curate", description="Data curation and mixture accounting for "
                                 "multimodal LLM pretraining.")
@@ -188,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, default=16384)
     s.add_argument("--field", default="text")
     s.set_defaults(fn=_cmd_tokenizer_train)
+
+    cls = sub.add_parser("classifier", help="text classifiers").add_subparsers(dest="ccmd", required=True)
+    s = cls.add_parser("train", help="train a fastText quality or toxicity classifier from a spec, with its card")
+    s.add_argument("spec", help="a classifier spec (YAML), e.g. recipes/classifiers/demo-quality.yaml")
+    s.add_argument("--out", required=True, help="folder for NAME.ftz|.bin, NAME.card.json, NAME.train.txt")
+    s.set_defaults(fn=_cmd_classifier_train)
     return p
 
 

@@ -67,7 +67,7 @@ def curate_single(corpus: Path, out: Path) -> tuple[int, int]:
     from curation.core.vocab import Vocabulary
     from curation.recipe import schema
     from curation.shards import IndexedWriter
-    from curation.steps.registry import build_filter
+    from curation.steps.text.modality import build_filter
     from curation.steps.text.read import JsonlReader
     from curation.steps.text.tokenize import TextTokenizer
 

@@ -8,6 +8,7 @@ from curation.core.hashing import content_hash, sha256_file
 from curation.core.layout import NO_REASONING
 from curation.core.vocab import Vocabulary
 from curation.recipe import schema
+from curation.recipe.filters import QualityScore, Toxicity
 from curation.steps.base import StepSpec, settings_of
 from curation.steps.modality import Modality
 from curation.steps.text.filters import (
@@ -17,6 +18,7 @@ from curation.steps.text.filters import (
     bundled_lid_model,
 )
 from curation.steps.text.normalize import Normalize
+from curation.steps.text.quality import QualityStep, ToxicityStep
 from curation.steps.text.read import JsonlReader, TableReader
 from curation.steps.text.tokenize import TextTokenizer
 
@@ -27,6 +29,8 @@ FILTERS = {
     schema.C4QualityFilter: DatatroveFilter,
     schema.FineWebQualityFilter: DatatroveFilter,
     schema.LanguageFilter: LanguageFilter,
+    QualityScore: QualityStep,
+    Toxicity: ToxicityStep,
 }
 
 
@@ -56,9 +60,23 @@ def filter_spec(cfg, base_dir: Path) -> StepSpec:
     settings = settings_of(cfg)
     if cls is LanguageFilter:
         model = lid_model(cfg, base_dir)
-        settings["model_sha256"] = sha256_file(model) if model.is_file() else None  # missing: the step says so
+        settings["model_sha256"] = _sha(model)
         return StepSpec("language", settings, partial(LanguageFilter, cfg, base_dir=base_dir))
+    if cls in (QualityStep, ToxicityStep):   # classifier models: their content, not their path, is the setting
+        settings["model_sha256"] = _sha(_relative(cfg.model, base_dir))
+        if cfg.language_model:
+            settings["language_model_sha256"] = _sha(_relative(cfg.language_model, base_dir))
+        return StepSpec(cls.name, settings, partial(cls, cfg, base_dir=base_dir))
     return StepSpec(cfg.type if cls is DatatroveFilter else cls.name, settings, partial(cls, cfg))
+
+
+def _relative(path: str, base_dir: Path) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else base_dir / p
+
+
+def _sha(path: Path) -> str | None:
+    return sha256_file(path) if path.is_file() else None   # missing: the step names the file when it is built
 
 
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
@@ -88,3 +106,11 @@ TEXT = Modality(
     encoder=_encoder,
     outputs=lambda src: ("",) + ((NO_REASONING,) if src.reasoning else ()),
 )
+
+
+def build_filter(cfg, *, source: str, sink, base_dir: Path):
+    """One recipe filter as a built step (what a process task builds from `filter_spec`)."""
+    spec = filter_spec(cfg, base_dir)
+    step = spec.build(source=source, sink=sink)
+    step.name = step.stats.step = spec.name
+    return step
