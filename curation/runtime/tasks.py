@@ -98,7 +98,7 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
         reader_cls = TableReader if src.input.format == "parquet" else JsonlReader
         reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
                             metadata_fields=src.input.metadata_fields, shard_label=spec["rel"],
-                            turn_roles=src.input.turn_roles, **common)
+                            conversations=src.input.conversation_form(), **common)
     comp = spec["compliance"]
     steps = []
     if comp.get("constituents"):
