@@ -60,6 +60,18 @@ class Normalize(Strict):
     ftfy: bool = True
 
 
+class Conversations(Strict):
+    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
+    `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
+    row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
+    and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""
+    messages_field: str = "messages"
+    tools_field: str | None = "tools"
+    system_field: str | None = "system"
+    images_field: str | None = "images"
+    audios_field: str | None = "audios"
+
+
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
     # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
@@ -71,9 +83,21 @@ class Input(Strict):
     id_field: str | None = None
     metadata_fields: list[str] = []
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
-    # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.text.turns`), so a
-    # trainer can train on assistant turns only; otherwise turns are joined as plain text
-    turn_roles: bool = False
+    # SFT conversations in the chat template (role, tool and thinking markers, media placeholders), so a
+    # trainer can derive its loss mask from the markers; without it a list in `text_field` is joined as plain text
+    conversations: Conversations | None = None
+    turn_roles: bool = False          # earlier spelling: `conversations` with `messages_field: <text_field>`
+
+    def conversation_form(self) -> Conversations | None:
+        if self.conversations is None and self.turn_roles:
+            return Conversations(messages_field=self.text_field)
+        return self.conversations
+
+    @model_validator(mode="after")
+    def _conversations(self):
+        if self.conversations is not None and (self.turn_roles or self.format not in ("jsonl", "parquet")):
+            raise ValueError("`conversations` reads jsonl or parquet rows and replaces `turn_roles`; keep one")
+        return self
 
 
 class Acquire(Strict):

@@ -70,6 +70,8 @@ class Stage(Strict):
     # stages); default: all in the recipe's first stage, text afterwards. Task-control markers never.
     targets: Literal["all", "text"] | None = None
     goldfish: Goldfish | None = None
+    # conversations' thinking spans (inner_prefix .. inner_suffix): targets, or context the model conditions on
+    thinking: Literal["train", "mask"] = "train"
 
     @model_validator(mode="after")
     def _long_context(self):

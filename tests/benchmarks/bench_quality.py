@@ -83,11 +83,12 @@ def bench_training(repeat: int) -> list[dict]:
 
 
 def bench_scoring(docs, languages, repeat: int) -> dict:
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import FastTextClassifierFilter
+
     from curation.core.record import Record
     from curation.recipe.filters import QualityScore
     from curation.steps.text.quality import QualityStep
-    from datatrove.data import Document
-    from datatrove.pipeline.filters import FastTextClassifierFilter
 
     def ours(lid: bool):
         step = QualityStep(QualityScore(type="quality", model=str(MODEL)))
@@ -152,8 +153,8 @@ def main() -> None:
     card = json.loads((SPECS / "models" / "demo-quality.card.json").read_text())
     top = top_fraction(sc["scores"], languages)
 
-    import fasttext
     import datatrove
+    import fasttext
     L = ["# Quality classifiers: training, scoring against datatrove, held-out metrics, top-10% selection",
          "", f"Command: `python tests/benchmarks/bench_quality.py --repeat {repeat}` (best of {repeat}; "
          f"Python {platform.python_version()}, {os.cpu_count()} cores shared with other sessions, "

@@ -4,7 +4,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from curation.classify.balance import apply_weights, split_held_out, take, upsample_languages
+from curation.classify.balance import (
+    apply_weights,
+    split_held_out,
+    take,
+    upsample_languages,
+)
 from curation.classify.pools import Doc
 from curation.classify.proxy import band_select, heuristic_score
 

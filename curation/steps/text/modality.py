@@ -37,13 +37,14 @@ FILTERS = {
 def _reader(src, path: Path, **kw):
     cls = TableReader if src.input.format == "parquet" else JsonlReader
     return cls(path, text_field=src.input.text_field, id_field=src.input.id_field,
-               metadata_fields=src.input.metadata_fields, turn_roles=src.input.turn_roles, **kw)
+               metadata_fields=src.input.metadata_fields, conversations=src.input.conversation_form(), **kw)
 
 
 def _reader_settings(src) -> dict:
     i = src.input
+    form = i.conversation_form()
     return {"format": i.format, "text_field": i.text_field, "id_field": i.id_field,
-            "metadata_fields": i.metadata_fields, "turn_roles": i.turn_roles}
+            "metadata_fields": i.metadata_fields, "conversations": form.model_dump(mode="json") if form else None}
 
 
 def lid_model(cfg: schema.LanguageFilter, base_dir: Path) -> Path:

@@ -7,8 +7,12 @@ UTF-8, malformed JSON, a non-object line, a missing or non-string text field are
 the line number; a truncated gzip stream quarantines the rest of the file as `truncated_gzip` and
 keeps the lines read before the damage (an unreadable table file is one `corrupt_file` unit). Record
 ids are the `id_field` value when given, else `<file-stem>:<line>`; a repeated id within a shard is
-quarantined (ids must be unique). A text field holding a list is a conversation: its turns (strings or
-objects with `content`/`value`) are joined by blank lines, so filters and decontamination see every turn.
+quarantined (ids must be unique). With `conversations` (`input.conversations`), a row is a chat/SFT
+conversation (`curation.steps.text.turns`): its text segments become the text, the template's skeleton and
+media list go to `meta["chat"]`/`meta["media"]`, and a row that cannot be rendered is quarantined with
+the parser's reason. Otherwise a text field holding a list is a conversation as plain text: its turns
+(strings or objects with `content`/`value`) are joined by blank lines, so filters and decontamination
+see every turn.
 """
 from __future__ import annotations
 
@@ -19,8 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from curation.core.record import Record
+from curation.errors import RecordError
 from curation.steps.base import Reader, Reject
-from curation.steps.text.turns import join_with_roles
+from curation.steps.text.turns import parse_conversation
 
 
 def _join_turns(turns: list) -> str | None:
@@ -37,23 +42,25 @@ def _join_turns(turns: list) -> str | None:
 
 class _TextReader(Reader):
     def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
-                 shard_label: str, turn_roles: bool = False, **kw):
+                 shard_label: str, conversations=None, **kw):
         super().__init__(path, shard_label=shard_label, **kw)
-        self.turn_roles = turn_roles
+        self.conversations = conversations   # `curation.recipe.schema.Conversations`, or None
         self.text_field = text_field
         self.id_field = id_field
         self.metadata_fields = metadata_fields
 
     def _record(self, obj: dict, loc: str, where: str, raw: str) -> Record | Reject:
         """One parsed row -> a record, or the reason it cannot be one."""
-        text = obj.get(self.text_field)
-        roles = None
-        if isinstance(text, list) and text and self.turn_roles:  # SFT: turns and roles kept for the shards
-            joined = join_with_roles(text)
-            if joined is None:
-                return Reject(loc, "bad_turns", f"{where}: a turn lacks a known role or text content", raw)
-            text, roles = joined
-        elif isinstance(text, list) and text:  # a conversation: every turn is text (decontamination sees all)
+        chat = None
+        if self.conversations is not None:  # SFT: the chat template's skeleton goes to the shards with the text
+            try:
+                parsed = parse_conversation(obj, self.conversations)
+            except RecordError as e:
+                return Reject(loc, e.reason, f"{where}: {e.detail}", raw)
+            text, chat = parsed.text, {"chat": parsed.chat, **({"media": parsed.media} if parsed.media else {})}
+        else:
+            text = obj.get(self.text_field)
+        if isinstance(text, list) and text and chat is None:  # a conversation as plain text (decontamination sees all)
             text = _join_turns(text)
         if not isinstance(text, str):
             why = "missing" if text is None else f"a {type(text).__name__}, not a string"
@@ -62,8 +69,7 @@ class _TextReader(Reader):
         if self.id_field and (rid is None or not str(rid).strip()):
             return Reject(loc, "missing_id", f"{where}: id field {self.id_field!r} is missing or empty", raw)
         meta = {k: obj[k] for k in self.metadata_fields if k in obj}
-        if roles is not None:
-            meta["roles"] = roles
+        meta.update(chat or {})
         return Record(id=str(rid), source=self.source, text=text, meta=meta)
 
 

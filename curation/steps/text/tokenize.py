@@ -1,4 +1,5 @@
-"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended).
+"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended); conversations are
+rendered in the chat template (`conversation_tokens`).
 
 Each record writes one sequence to the source's shards; with `reasoning` (SFT data with reasoning
 spans, `curation.steps.text.reasoning`) it also writes the copy without them to the
@@ -13,8 +14,9 @@ from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
 from curation.steps.base import BatchStep
+from curation.steps.text.chat import ChatMarkers, render
 from curation.steps.text.reasoning import ReasoningStripper
-from curation.steps.text.turns import END, MARKERS, split_turns
+from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation
 
 
 class TextTokenizer(BatchStep):
@@ -27,27 +29,32 @@ class TextTokenizer(BatchStep):
         self.batch_size = batch_size
         fast = getattr(self.tokenizer, "encode_batch_fast", None)  # no offsets: faster, same ids
         self._encode = fast or self.tokenizer.encode_batch
-        self.stripper = ReasoningStripper(self.tokenizer, self.eod, **reasoning) if reasoning else None
+        self._chat_markers = None
+        self.stripper = ReasoningStripper(self, **reasoning) if reasoning else None
 
-    def _turns(self, record: Record) -> np.ndarray:
-        """A conversation: per turn its role marker, tokens and end-of-turn (see `curation.steps.text.turns`)."""
-        turns = split_turns(record.text, record.meta["roles"])
-        if turns is None:
-            raise RecordError("turns_lost", "the turn separators did not survive the text steps")
-        try:
-            marker = {role: self.vocab.marker(name) for role, name in MARKERS.items()}
-            end = self.vocab.marker(END)
-        except KeyError as e:
-            raise RecordError("no_turn_markers", f"vocabulary {self.vocab.id} has no reserved marker {e}") from None
-        parts = []
-        for role, enc in zip(record.meta["roles"], self._encode(turns, add_special_tokens=False)):
-            parts += [marker[role], *enc.ids, end]
-        return np.asarray([*parts, self.eod], dtype=np.int32)
+    def conversation_tokens(self, record: Record, *, thinking: bool = True) -> np.ndarray:
+        """A conversation (`meta["chat"]`, or `meta["roles"]` as earlier versions stored it) in the Apertus 1.5
+        chat template (`curation.steps.text.chat`); `thinking=False` leaves the thinking spans out. Its media
+        placeholders stay single tokens until the media are encoded (`chat.expand_placeholders`)."""
+        if self._chat_markers is None:
+            self._chat_markers = ChatMarkers.from_vocab(self.vocab)
+        chat, text = record.meta.get("chat"), record.text
+        if chat is None:
+            parsed = from_roles(record.text, record.meta["roles"])
+            chat, text = parsed.chat, parsed.text
+        rendered = render(chat, text.split(SEPARATOR), self._chat_markers,
+                          lambda texts: [e.ids for e in self._encode(texts, add_special_tokens=False)],
+                          self.eod, thinking=thinking, special=(self.eod, self.vocab.pad_id))
+        media = record.meta.get("media", [])
+        if len(rendered.placeholders) != len(media):
+            raise RecordError("placeholder_mismatch", f"{len(rendered.placeholders)} placeholder(s), "
+                              f"{len(media)} media item(s) in the record")
+        return rendered.tokens
 
     def _one(self, record: Record, ids: list[int] | None) -> Record | Drop | Exception:
-        if ids is None:  # a conversation with roles
+        if ids is None:  # a conversation
             try:
-                tokens = self._turns(record)
+                tokens = self.conversation_tokens(record)
             except Exception as exc:  # noqa: BLE001 - quarantined with its reason
                 return exc
         elif not ids:
@@ -58,10 +65,10 @@ class TextTokenizer(BatchStep):
             tokens[-1] = self.eod
         record.shards = {"": [tokens]}
         if self.stripper is not None:
-            record.shards[NO_REASONING] = [self.stripper(record.text, tokens)]
+            record.shards[NO_REASONING] = [self.stripper(record, tokens)]
         return record
 
     def handle(self, batch: list[Record]) -> list[Record | Drop | Exception]:
-        plain = [r for r in batch if "roles" not in r.meta]
+        plain = [r for r in batch if not is_conversation(r)]
         encodings = dict(zip(map(id, plain), self._encode([r.text for r in plain], add_special_tokens=False)))
         return [self._one(r, encodings[id(r)].ids if id(r) in encodings else None) for r in batch]
