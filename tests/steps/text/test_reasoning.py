@@ -30,6 +30,7 @@ sources:
     input: {{paths: [{path}], id_field: id}}
     reasoning: {{start: "<think>", end: "</think>"}}
   - name: chat
+    license: MIT
     category: SFT
     input: {{paths: [{chats}], id_field: id, conversations: {{}}}}
     reasoning: {{start: "<think>", end: "</think>"}}
