@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,21 +19,17 @@ import torch
 from curation.core.record import Record, StepStats
 from curation.core.vocab import Vocabulary
 from curation.shards import ResumableWriter
+from curation.steps import codecs
 from curation.steps.base import Step
-from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
+from curation.steps.image.codec import IBQEncoder, layout, to_pixels
 from curation.steps.image.decode import decode
 from curation.steps.image.plan import plan
+from curation.steps.image.resize import target_size
 
 
-@lru_cache(maxsize=2)
 def load_codec(path: str) -> IBQEncoder:
-    """A seeded configuration (`*.yaml` with `seed`) or a published checkpoint folder."""
-    p = Path(path)
-    if p.is_dir():
-        return IBQEncoder.from_checkpoint(p)
-    import yaml
-    cfg = yaml.safe_load(p.read_text())
-    return IBQEncoder.seeded(cfg, seed=int(cfg.get("seed", 0)))
+    """The image codec at `path`: `curation.steps.codecs.load_codec` for the IBQ family."""
+    return codecs.load_codec(path, IBQEncoder)
 
 
 class ImageTokenizer(Step):
