@@ -30,7 +30,7 @@ in place is loaded again; nothing is ever downloaded.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,6 @@ class Checkpoint:
     weights_file: str
     used: int                               # tensors of the file the model took
     skipped: int                            # tensors of the file declared unused
-    notes: list[str] = field(default_factory=list)
 
 
 class Weights:
