@@ -39,6 +39,7 @@ class CheckResult:
     codes_shape: tuple[int, ...]
     distinct_codes: int
     codes_sha256: str
+    weights_sha256: str | None = None
 
 
 def families() -> dict:
@@ -111,15 +112,26 @@ def check_codec(path: str | Path, kind: str | None = None) -> CheckResult:
         raise InputError(f"codec {path}: no such file or folder")
     kind = kind or infer_kind(path)
     family = families()[kind]
+    weights = None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         codec, files, used, skipped = seeded_codec(path, family), [path.name], None, None
     else:
         ckpt = open_checkpoint(path, family)
         codec, files, used, skipped = ckpt.model, [*ckpt.config_files, ckpt.weights_file], ckpt.used, ckpt.skipped
+        weights = _sha256_file(ckpt.folder / ckpt.weights_file)
     codes = encode_probe(codec, kind)
     return CheckResult(kind, family.__name__, path, files, sum(t.numel() for t in codec.state_dict().values()),
                        codec.codebook_size, codec.embedding_dim, used, skipped, tuple(codes.shape), len(np.unique(codes)),
-                       hashlib.sha256(codes.astype("<i4").tobytes()).hexdigest())
+                       hashlib.sha256(codes.astype("<i4").tobytes()).hexdigest(), weights)
+
+
+def _sha256_file(path: Path) -> str:
+    """The file's sha256: the value Hugging Face shows for an LFS file, to compare with the published one."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def format_result(r: CheckResult) -> str:
@@ -128,7 +140,8 @@ def format_result(r: CheckResult) -> str:
     lines = [f"{r.path}: ok, {r.kind} codec ({r.family})",
              f"files:          {', '.join(r.files)}"]
     if r.used is not None:
-        lines.append(f"tensors:        {r.used} loaded and checked, {r.skipped} present but unused")
+        lines += [f"weights sha256: {r.weights_sha256}",
+                  f"tensors:        {r.used} loaded and checked, {r.skipped} present but unused"]
     else:
         lines.append("weights:        seeded random (a demo configuration, not a trained codec)")
     lines += [f"parameters:     {r.parameters:,} (encoder and codebook)",

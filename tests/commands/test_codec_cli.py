@@ -43,6 +43,7 @@ def test_image_folder_prints_counts_and_the_hash_of_the_probe_codes(tmp_path, ca
     assert main(["codec", "check", str(folder)]) == 0          # --kind inferred from the configuration
     f = _fields(capsys.readouterr().out)
     assert f["files"] == "config.yaml, config.json, model.safetensors"
+    assert f["weights sha256"] == hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
     assert f["tensors"] == f"{len(model.state_dict())} loaded and checked, 5 present but unused"
     assert f["parameters"].startswith(f"{sum(t.numel() for t in model.state_dict().values()):,} ")
     assert f["codebook"] == "4,096 codes x 64 dimensions"
