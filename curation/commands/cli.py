@@ -127,6 +127,12 @@ def _cmd_classifier_train(a) -> int:
     return 0
 
 
+def _cmd_codec_check(a) -> int:
+    from curation.commands.codec import check_codec, format_result
+    print(format_result(check_codec(a.path, a.kind)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="curate", description="Data curation and mixture accounting for "
                                 "multimodal LLM pretraining.")
@@ -186,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None)
     s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
     s.set_defaults(fn=_cmd_ablate)
+
+    codec = sub.add_parser("codec", help="image and audio codec tools").add_subparsers(dest="ccmd", required=True)
+    s = codec.add_parser("check", help="load a codec checkpoint folder, check every tensor, encode a fixed probe")
+    s.add_argument("path", help="a checkpoint folder (README, 'Codecs'), a weights file in one, or a seeded yaml")
+    s.add_argument("--kind", choices=("image", "audio"), default=None, help="default: from the configuration")
+    s.set_defaults(fn=_cmd_codec_check)
 
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")

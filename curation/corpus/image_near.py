@@ -1,6 +1,6 @@
 """Perceptual-hash dedup of image samples by domain (Apertus 1.5 §2.2.1).
 
-Within each domain, images whose pHashes lie within the domain's radius (`image_dedup` in the
+Within each domain (and pHash input size), images whose pHashes lie within the domain's radius (`image_dedup` in the
 recipe; 0 = equal hashes, the default; null = the domain is not deduplicated, e.g. documents, whose
 pages look alike) are linked, across sources, through the exact Hamming index; each connected group
 keeps its earliest member in canonical order (recipe source order, shard, row), like text dedup.
@@ -24,25 +24,28 @@ from curation.core.layout import drops_path, processed_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.steps.droplist import read_drops
+from curation.steps.image.phash import DEFAULT_REDUCE
 
 CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("domain", pa.string()), *CLUSTER_COLUMNS[1:]])
 
 
 def image_duplicates(out: Path, shards: list[tuple[str, str]], radii: dict, gone: set) -> tuple[list[dict], pa.Table]:
     """(drop rows, cluster table) over the image shards; `gone`: (source, id) already removed."""
-    entries: dict[str, list[tuple[str, str, str, int]]] = {}  # domain -> (source, shard, id, hash)
+    # (domain, pHash reduction) -> (source, shard, id, hash): only hashes made alike are compared
+    entries: dict[tuple[str, int], list[tuple[str, str, str, int]]] = {}
     for source, shard in shards:
         t = pq.read_table(processed_path(out, source, shard), columns=["id", "meta"])
         for rid, meta in zip(t.column("id").to_pylist(), t.column("meta").to_pylist()):
             if (source, rid) not in gone:
                 m = json.loads(meta)
-                entries.setdefault(m["domain"], []).append((source, shard, rid, int(m["phash"], 16)))
+                group = (m["domain"], int(m.get("phash_reduce", DEFAULT_REDUCE)))
+                entries.setdefault(group, []).append((source, shard, rid, int(m["phash"], 16)))
     rows, clusters = [], []
-    for domain in sorted(entries):
+    for domain, reduce in sorted(entries):
         radius = radii.get(domain, 0)
         if radius is None:
             continue
-        items = entries[domain]
+        items = entries[(domain, reduce)]
         hashes = np.array([h for *_, h in items], dtype=np.uint64)
         qi, hi = HammingIndex(hashes).query_many(hashes, radius)
         labels = components(len(items), np.stack([qi, hi], axis=1)[qi < hi])

@@ -12,7 +12,8 @@ class Images(Strict):
     """Image samples: validation, the dedup domain, and how they are tokenized."""
     min_side: int = Field(default=32, ge=1, le=65536)  # shorter images are dropped (`image_too_small`)
     domain: str = "natural"                         # selects the pHash dedup radius (`image_dedup`)
-    phash_reduce: int = Field(default=32, ge=8, le=512)  # pHash input size; smaller for satellite imagery
+    # pHash input size; null: the domain's (16 for satellite, 32 otherwise; curation.steps.image.phash)
+    phash_reduce: int | None = Field(default=None, ge=8, le=512, multiple_of=8)
     # pixels after resizing (tokens ≈ area / 256); at most 4096 × 4096, 65,536 codes per image
     area: int = Field(default=256 * 256, ge=256, le=2**24)
     caption: Literal["before", "after", "none"] = "after"

@@ -109,9 +109,11 @@ def encode_overlap(blobs: list[bytes], n: int) -> dict:
     from curation.core.record import QuarantineSink, Record
     from curation.core.vocab import Vocabulary
     from curation.shards import IndexedWriter
-    from curation.steps.image.tokenize import ImageTokenizer, load_codec
+    from curation.steps.codecs import load_codec
+    from curation.steps.image.codec import IBQEncoder
+    from curation.steps.image.tokenize import ImageTokenizer
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"))
+    codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"), IBQEncoder)
     records = []
     for i in range(n):
         data = blobs[i % len(blobs)]

@@ -173,13 +173,14 @@ def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
     from curation.shards import IndexedWriter, read_index
-    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.codec import WavTokenizerEncoder
     from curation.steps.audio.tokenize import AudioTokenizer
+    from curation.steps.codecs import load_codec
     run(RECIPE, tmp_path / "w", progress=False)
     [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
     rows = pq.read_table(table, columns=["id", "text", "meta"]).to_pylist()
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    tok = AudioTokenizer(vocab, load_audio_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml")),
+    tok = AudioTokenizer(vocab, load_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"), WavTokenizerEncoder),
                          max_batch_seconds=30, max_len=700, shar_dir=table.with_suffix(".shar"))
     writers = {"": IndexedWriter(tmp_path / "p"), ".long_context": IndexedWriter(tmp_path / "p.long_context")}
     for rec in tok.run(Record(id=r["id"], source="speech", text=r["text"], meta=json.loads(r["meta"])) for r in rows):

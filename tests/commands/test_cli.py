@@ -12,7 +12,7 @@ def test_help_lists_the_commands(capsys):
         main(["--help"])
     assert e.value.code == 0
     text = capsys.readouterr().out
-    for cmd in ("run", "validate", "explain", "verify", "ledger", "report", "tokenizer"):
+    for cmd in ("run", "validate", "explain", "verify", "ledger", "report", "codec", "tokenizer"):
         assert cmd in text
 
 

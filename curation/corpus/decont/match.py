@@ -22,9 +22,9 @@ from curation.core.node import Node
 from curation.corpus.decont.benchmarks import load_items
 from curation.corpus.decont.images import match_images
 from curation.corpus.decont.index import build_index, match
-from curation.errors import RecordError
+from curation.errors import CurateError, RecordError
 from curation.steps.image.decode import decode
-from curation.steps.image.phash import phash64
+from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
 from curation.steps.text.minhash import Shingler
 
 FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
@@ -32,8 +32,13 @@ FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id",
                          ("overlap", pa.int64()), ("item_ngrams", pa.int64()), ("ratio", pa.float64())])
 
 
-def _image_items(bench: dict) -> tuple[list[dict], int]:
-    """(items with their pHash, unreadable files) of one image benchmark: a folder or a tar."""
+PHASHES = pa.map_(pa.int64(), pa.string())   # pHash input size -> hash, one per reduction in use
+
+
+def _image_items(bench: dict, reductions: list[int]) -> tuple[list[dict], int]:
+    """(items with their pHash at every reduction in use, unreadable files) of one image benchmark: a
+    folder or a tar. A benchmark image is compared with training images of several domains, each only
+    with the hash made at that domain's reduction (`curation.steps.image.phash`)."""
     path = Path(bench["path"])
     if path.is_dir():
         blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]
@@ -43,10 +48,13 @@ def _image_items(bench: dict) -> tuple[list[dict], int]:
     items, bad = [], 0
     for name, data in blobs:
         try:
-            items.append({"benchmark": bench["name"], "item_id": name, "text": name, "ngrams": 0,
-                          "phash": f"{phash64(decode(data)):016x}"})
+            img = decode(data)
         except RecordError:
             bad += 1  # not an image (a README, a label file): nothing to match
+            continue
+        hashes = [(r, f"{phash64(img, r):016x}") for r in sorted({DEFAULT_REDUCE, *reductions})]
+        items.append({"benchmark": bench["name"], "item_id": name, "text": name, "ngrams": 0,
+                      "phash": dict(hashes)[DEFAULT_REDUCE], "phashes": hashes})
     return items, bad
 
 
@@ -56,13 +64,15 @@ def run_decont_index(out: Path, node: Node) -> dict:
              for it in load_items(b["name"], Path(b["path"]), b["fields"], b["id_field"])]
     table = build_index(items, spec["ngram"], spec["shards"], decont_dir(out_dir) / "index")
     table = table.append_column("phash", pa.nulls(table.num_rows, pa.string()))
+    table = table.append_column("phashes", pa.nulls(table.num_rows, PHASHES))
+    reductions = spec.get("phash_reductions") or default_reductions()
     per = {}
     for b, n in zip(table.column("benchmark").to_pylist(), table.column("ngrams").to_pylist()):
         p = per.setdefault(b, {"items": 0, "unindexable": 0})
         p["items"] += 1
         p["unindexable"] += n == 0
     for b in spec.get("image_benchmarks", []):  # after the text items: their indices stay the index's
-        images, bad = _image_items(b)
+        images, bad = _image_items(b, reductions)
         per[b["name"]] = {"items": len(images), "unindexable": bad}
         if images:
             table = pa.concat_tables([table, pa.Table.from_pylist(images, schema=table.schema)])
@@ -101,17 +111,29 @@ def run_decont(out: Path, node: Node) -> dict:
 
 def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids: list) -> list[dict]:
     """Add (or replace caption flags with) matches of the shard's images against benchmark images: the
-    nearest benchmark image within the sample's domain radius; overlap = Hamming distance of 64 bits."""
-    phashes = pq.read_table(decont_dir(out) / "items.parquet", columns=["phash"]).column("phash").to_pylist()
+    nearest benchmark image within the sample's domain radius, compared at the reduction the training
+    image was hashed with; overlap = Hamming distance of 64 bits."""
+    phashes = pq.read_table(decont_dir(out) / "items.parquet", columns=["phashes"]).column("phashes").to_pylist()
     image_items = [i for i, h in enumerate(phashes) if h is not None]
     if not image_items:
         return rows
     t = pq.read_table(processed_path(out, node.source, node.shard), columns=["id", "meta"])
     metas = [json.loads(m) for m in t.column("meta").to_pylist()]
-    train = np.array([int(m["phash"], 16) for m in metas], dtype=np.uint64)
-    found = match_images(train, [m["domain"] for m in metas],
-                         np.array([int(phashes[i], 16) for i in image_items], dtype=np.uint64),
-                         node.spec["image_radii"])
+    found = []
+    by_reduce: dict[int, list[int]] = {}
+    for i, m in enumerate(metas):  # written before the reduction was recorded: the default of then
+        by_reduce.setdefault(int(m.get("phash_reduce", DEFAULT_REDUCE)), []).append(i)
+    for reduce, members in sorted(by_reduce.items()):
+        at = [dict(phashes[i]).get(reduce) for i in image_items]
+        if None in at:
+            raise CurateError(f"decontamination of {node.source}/{node.shard}: its images are hashed at a "
+                              f"{reduce}x{reduce} reduction, the benchmark images only at "
+                              f"{sorted(dict(phashes[image_items[0]]))}; re-run the decont_index phase with "
+                              f"{reduce} among its reductions")
+        train = np.array([int(metas[i]["phash"], 16) for i in members], dtype=np.uint64)
+        hits = match_images(train, [metas[i]["domain"] for i in members],
+                            np.array([int(h, 16) for h in at], dtype=np.uint64), node.spec["image_radii"])
+        found += [(members[ti], bi, dist) for ti, bi, dist in hits]
     best: dict[int, tuple[int, int]] = {}
     for ti, bi, dist in found:
         if ti not in best or (dist, bi) < best[ti]:

@@ -25,6 +25,7 @@ from curation.corpus.base import CorpusPhase, PlanContext
 from curation.corpus.decont.match import run_decont, run_decont_index
 from curation.corpus.decont.review import write_review
 from curation.errors import DecontaminationGuard, RecipeError
+from curation.steps.image.phash import default_reductions, domain_reduce
 
 
 def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
@@ -67,11 +68,16 @@ class DecontPhase(CorpusPhase):
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.decontamination
         benchmarks, image_benchmarks = _benchmarks(ctx.loaded, cfg)
+        # benchmark images are hashed at every pHash reduction the image sources use (one per domain setting)
+        reductions = sorted({*default_reductions(), *(domain_reduce(s.image_settings().domain,
+                                                                      s.image_settings().phash_reduce)
+                                                        for s in ctx.loaded.recipe.sources if s.modality == "image")})
         index = Node("decont_index", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_index", "ngram": cfg.ngram, "shards": cfg.index_shards,
+             "phash_reductions": reductions,
              "cfg": [{k: v for k, v in b.items() if k != "path"} for b in benchmarks + image_benchmarks]}),
             spec={"benchmarks": benchmarks, "image_benchmarks": image_benchmarks, "ngram": cfg.ngram,
-                  "shards": cfg.index_shards})
+                  "shards": cfg.index_shards, "phash_reductions": reductions})
         match = [Node("decont", p.source, p.shard, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint, "process": p.fingerprint,
              "threshold": cfg.threshold, "radii": cfg.image_radii}),

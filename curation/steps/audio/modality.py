@@ -80,12 +80,12 @@ def _encoder(src, run: dict) -> StepSpec:
     settings = {"max_batch_seconds": a.max_batch_seconds, "interleave": a.interleave}
 
     def build(**kw):
-        from curation.steps.audio.codec import (
-            load_audio_codec,  # torch: only audio runs need it
-        )
+        # torch: only audio runs need it
+        from curation.steps.audio.codec import WavTokenizerEncoder
         from curation.steps.audio.tokenize import AudioTokenizer
+        from curation.steps.codecs import load_codec
         one_thread()
-        return AudioTokenizer(Vocabulary.cached(run["vocab"]), load_audio_codec(run["audio_codec"]), **settings,
+        return AudioTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["audio_codec"], WavTokenizerEncoder), **settings,
                               shar_dir=shar_dir(kw["out"], kw["source"], kw["shard"]),
                               checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],

@@ -40,9 +40,11 @@ def _encoder(src, run: dict) -> StepSpec:
 
     def build(**kw):
         # torch: only image runs need it
-        from curation.steps.image.tokenize import ImageTokenizer, load_codec
+        from curation.steps.codecs import load_codec
+        from curation.steps.image.codec import IBQEncoder
+        from curation.steps.image.tokenize import ImageTokenizer
         one_thread()
-        return ImageTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"]), **settings,
+        return ImageTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"], IBQEncoder), **settings,
                               checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
                                  "codec": run["image_codec_sha256"], **settings}, build)

@@ -19,7 +19,7 @@ from curation.errors import RecordError
 from curation.steps.base import Reader, Reject, Step
 from curation.steps.image.captions import caption_problem
 from curation.steps.image.decode import decode
-from curation.steps.image.phash import phash64
+from curation.steps.image.phash import domain_phash, domain_reduce
 
 
 class WebDatasetReader(Reader):
@@ -110,12 +110,13 @@ class ParquetImageReader(Reader):
 class ImageCheck(Step):
     """Decode and validate the image (reasons from `curation.steps.image.decode`), enforce the minimum side,
     check the caption of paired samples (quarantined with the problem as reason), and record the
-    image's size, domain and 64-bit pHash in the metadata for dedup and decontamination."""
+    image's size, domain, 64-bit pHash and the pHash's input size (`phash_reduce`: the source's setting,
+    else the domain's) in the metadata for dedup and decontamination."""
     name = "image_check"
 
-    def __init__(self, *, min_side: int, domain: str, phash_reduce: int = 32, **kw):
+    def __init__(self, *, min_side: int, domain: str, phash_reduce: int | None = None, **kw):
         super().__init__(**kw)
-        self.min_side, self.domain, self.phash_reduce = min_side, domain, phash_reduce
+        self.min_side, self.domain, self.phash_reduce = min_side, domain, domain_reduce(domain, phash_reduce)
 
     def process(self, record: Record) -> Record | Drop:
         img = decode(record.image)  # RecordError -> quarantined by the base class with its reason
@@ -124,5 +125,6 @@ class ImageCheck(Step):
         if record.text and (problem := caption_problem(record.text)):
             raise RecordError(problem, repr(record.text[:200]))
         record.meta.update({"width": img.width, "height": img.height, "domain": self.domain,
-                            "phash": f"{phash64(img, self.phash_reduce):016x}"})
+                            "phash": domain_phash(img, self.domain, self.phash_reduce),
+                            "phash_reduce": self.phash_reduce})
         return record

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,20 +21,10 @@ from curation.core.record import Record
 from curation.core.vocab import Vocabulary
 from curation.steps.base import ShardStep
 from curation.steps.encode import BatchCodes, prefetch
-from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
+from curation.steps.image.codec import IBQEncoder, layout, to_pixels
 from curation.steps.image.decode import decode
 from curation.steps.image.plan import plan
-
-
-@lru_cache(maxsize=2)
-def load_codec(path: str) -> IBQEncoder:
-    """A seeded configuration (`*.yaml` with `seed`) or a published checkpoint folder."""
-    p = Path(path)
-    if p.is_dir():
-        return IBQEncoder.from_checkpoint(p)
-    import yaml
-    cfg = yaml.safe_load(p.read_text())
-    return IBQEncoder.seeded(cfg, seed=int(cfg.get("seed", 0)))
+from curation.steps.image.resize import target_size
 
 
 class ImageTokenizer(ShardStep):
