@@ -65,10 +65,12 @@ def audio_duplicates(out: Path, shards: list[tuple[str, str]], ber: dict[str, fl
         ms_set = set(ms)
         es = [e for e in kind if e[0] in ms_set]
         exact_only = all(kind[e] == "exact" for e in es)
+        row = cluster_row(names, root, ms)
         for i in ms[1:]:
             rows.append({"source": items[i][0], "shard": items[i][1], "id": items[i][2],
-                         "reason": "audio_duplicate" if exact_only else "audio_near_duplicate"})
-        clusters.append({**cluster_row(names, root, ms), "kind": "exact" if exact_only else "near",
+                         "reason": "audio_duplicate" if exact_only else "audio_near_duplicate",
+                         "detail": row["cluster"]})
+        clusters.append({**row, "kind": "exact" if exact_only else "near",
                          "max_ber": max((worst[e] for e in es), default=0.0)})
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)
 

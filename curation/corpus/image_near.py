@@ -51,10 +51,11 @@ def image_duplicates(out: Path, shards: list[tuple[str, str]], radii: dict, gone
         labels = components(len(items), np.stack([qi, hi], axis=1)[qi < hi])
         names = [(s, rid) for s, _, rid, _ in items]
         for root, ms in groups(labels).items():
+            row = cluster_row(names, root, ms)
             for i in ms[1:]:
                 rows.append({"source": items[i][0], "shard": items[i][1], "id": items[i][2],
-                             "reason": "image_near_duplicate"})
-            clusters.append({**cluster_row(names, root, ms), "domain": domain})
+                             "reason": "image_near_duplicate", "detail": row["cluster"]})
+            clusters.append({**row, "domain": domain})
     order = {s: k for k, s in enumerate(shards)}   # drop rows in canonical order, as the exact phase's
     rows.sort(key=lambda r: order[(r["source"], r["shard"])])
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)

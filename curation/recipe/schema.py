@@ -149,6 +149,10 @@ class Source(Strict):
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
+    # a run fails when more of this source's input units than this share are quarantined, or when the
+    # source keeps nothing (unless the licence policy excluded it, or `allow_empty`): never a quiet pass
+    max_quarantine_share: float = Field(default=0.5, ge=0, le=1)
+    allow_empty: bool = False
     weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT)
     max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
@@ -328,6 +332,9 @@ class Recipe(Strict):
                                                                          "web_ui": None}
     # the audio codec: a seeded configuration (tokenizers/curate-demo-wavtokenizer.yaml) or a checkpoint
     audio_tokenizer: str | None = None
+    # one row per dropped or quarantined record (source, shard, id, step, reason, evidence) in
+    # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
+    decisions: bool = True
     tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
     sources: list[Source] = Field(min_length=1)
 

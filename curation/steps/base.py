@@ -62,8 +62,9 @@ class Step:
         self.stats = StepStats(self.name)
 
     # -- helpers for subclasses -------------------------------------------------
-    def drop(self, record: Record, reason: str) -> None:
+    def drop(self, record: Record, reason: str, detail: str = "") -> None:
         self.stats.dropped[reason] += 1
+        self.sink.dropped(step=self.name, record_id=record.id, reason=reason, detail=detail)
 
     def quarantine(self, record_id: str, reason: str, detail: str = "", raw: str = "") -> None:
         self.stats.quarantined[reason] += 1
@@ -77,7 +78,7 @@ class Step:
             raise StepFailed(f"step {self.name!r} failed on record {record.id!r} of source {self.source!r}: "
                              f"{exc!r}; set on_error: quarantine (or skip) on this step to continue") from exc
         if self.on_error == "skip":
-            self.drop(record, reason)
+            self.drop(record, reason, repr(exc))
         else:
             self.quarantine(record.id, reason, repr(exc), record.text)
 
@@ -87,7 +88,7 @@ class Step:
             self.fail(record, result)
             return None
         if isinstance(result, Drop):
-            self.drop(record, result.reason)
+            self.drop(record, result.reason, result.detail)
             return None
         if result is None:
             return None
