@@ -36,6 +36,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     OnError,
 )
 from curation.recipe.modalities import Audio, Images, Reasoning
+from curation.recipe.reading import Decompression, Extract, Pages
 from curation.recipe.stages import Ablation, HeldOut, LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
 
 
@@ -48,17 +49,40 @@ class Normalize(Strict):
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
     # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
-    # manifest of clips (see `Audio`), for `modality: audio`
-    format: Literal["jsonl", "parquet", "webdataset", "audio"] = "jsonl"
+    # manifest of clips (see `Audio`), for `modality: audio`; `warc` reads WARC/WET files (.warc,
+    # .warc.gz; HTML responses reduced to main text, WET conversions as they are) and `html` reads
+    # pages (.html, .html.gz, tars of them; see `Pages`), both with `extract` settings
+    format: Literal["jsonl", "parquet", "webdataset", "audio", "warc", "html"] = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
     text_field: str = "text"          # for image sources: the caption field (optional)
-    id_field: str | None = None
-    metadata_fields: list[str] = []
+    id_field: str | None = None       # html: a sidecar/index field; warc: none (WARC-Record-ID is the id)
+    metadata_fields: list[str] = []   # warc: extra WARC header names to keep; html: sidecar/index fields
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
     # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.text.turns`), so a
     # trainer can train on assistant turns only; otherwise turns are joined as plain text
     turn_roles: bool = False
+    # a longer line, WARC payload or page is quarantined (`record_too_large`) without being held in memory
+    max_record_bytes: int = Field(default=32 * 2**20, ge=1024, le=2**31)
+    decompression: Decompression = Decompression()
+    extract: Extract | None = None    # warc/html only; default `Extract()`
+    pages: Pages | None = None        # html only; default `Pages()`
+
+    @model_validator(mode="after")
+    def _web_settings(self):
+        web = self.format in ("warc", "html")
+        for key in ("extract", "pages") if not web else ():
+            if getattr(self, key) is not None:
+                raise ValueError(f"`input.{key}` applies to `format: warc` or `html`, not {self.format!r}")
+        if self.pages is not None and self.format != "html":
+            raise ValueError("`input.pages` applies to `format: html` (sidecars and tar indexes of pages)")
+        for key in ("text_field", "turn_roles", "image_field") if web else ():
+            if key in self.model_fields_set:
+                raise ValueError(f"`input.{key}` does not apply to `format: {self.format}`: the text is the page's "
+                                 f"main text")
+        if self.format == "warc" and self.id_field is not None:
+            raise ValueError("`input.id_field` does not apply to `format: warc`: records keep their WARC-Record-ID")
+        return self
 
 
 LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]
@@ -141,6 +165,8 @@ class Source(Strict):
                 self.modality != "image" or self.input.format != "webdataset"):
             raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
                              "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
+        if self.input.format in ("warc", "html") and self.modality != "text":
+            raise ValueError(f"`input.format: {self.input.format}` yields text documents: use `modality: text`")
         if (self.input.format == "audio") != (self.modality == "audio"):
             raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
                              "`input: {format: audio, paths: [manifest.jsonl]}`")

@@ -39,6 +39,7 @@ from curation.steps.droplist import (
 )
 from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
 from curation.steps.registry import build_filter
+from curation.steps.text.inputs import limits_for
 from curation.steps.text.normalize import Normalize
 from curation.steps.text.pii import PIIRedactor
 from curation.steps.text.read import JsonlReader, TableReader
@@ -94,11 +95,17 @@ def run_process(out: str, key: str, fingerprint: str, spec: dict) -> dict:
     elif image:
         reader = WebDatasetReader(Path(spec["path"]), metadata_fields=src.input.metadata_fields,
                                   shard_label=spec["rel"], **common)
+    elif src.input.format in ("warc", "html"):  # web inputs (issue 15); the lead moves this into the registry
+        from curation.steps.text.web_read import HtmlReader, WarcReader
+        web = {"extract": src.input.extract, "metadata_fields": src.input.metadata_fields,
+               "limits": limits_for(src.input), "shard_label": spec["rel"], **common}
+        reader = (WarcReader(Path(spec["path"]), **web) if src.input.format == "warc" else
+                  HtmlReader(Path(spec["path"]), pages=src.input.pages, id_field=src.input.id_field, **web))
     else:
         reader_cls = TableReader if src.input.format == "parquet" else JsonlReader
         reader = reader_cls(Path(spec["path"]), text_field=src.input.text_field, id_field=src.input.id_field,
                             metadata_fields=src.input.metadata_fields, shard_label=spec["rel"],
-                            turn_roles=src.input.turn_roles, **common)
+                            turn_roles=src.input.turn_roles, limits=limits_for(src.input), **common)
     comp = spec["compliance"]
     steps = []
     if comp.get("constituents"):

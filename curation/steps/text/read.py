@@ -1,27 +1,41 @@
 """Read one input shard into records, quarantining what is unusable.
 
-`JsonlReader` reads JSON lines (plain or gzip); `TableReader` reads Parquet or Arrow files (a
-Hugging Face dataset snapshot). The read step's unit is an input line or table row; an empty file
-counts as one unit, quarantined as `empty_file` so that it shows in the ledger. Per line: invalid
-UTF-8, malformed JSON, a non-object line, a missing or non-string text field are quarantined with
-the line number; a truncated gzip stream quarantines the rest of the file as `truncated_gzip` and
-keeps the lines read before the damage (an unreadable table file is one `corrupt_file` unit). Record
-ids are the `id_field` value when given, else `<file-stem>:<line>`; a repeated id within a shard is
-quarantined (ids must be unique). A text field holding a list is a conversation: its turns (strings or
-objects with `content`/`value`) are joined by blank lines, so filters and decontamination see every turn.
+`JsonlReader` reads JSON lines (plain, gzip or zstd); `TableReader` reads Parquet or Arrow files (a
+Hugging Face dataset snapshot); WARC/WET and HTML pages have their own readers (`warc.py`, `html.py`).
+The read step's unit is an input line or table row; an empty file counts as one unit, quarantined as
+`empty_file` so that it shows in the ledger. Per line: invalid UTF-8, malformed JSON, a non-object line,
+a missing or non-string text field are quarantined with the line number; a UTF-8 byte-order mark at
+the start of a line is ignored (RFC 8259 allows it); a line longer than `max_record_bytes` is
+`record_too_large`, measured in bounded chunks and never held whole. A compressed file whose bytes are
+not what its name says is one `not_gzip`/`not_zstd` unit; a stream that breaks off quarantines the rest
+of the file as `truncated_gzip` (`corrupt_gzip` for bad data, `decompression_bomb` past the limits of
+`curation.steps.text.inputs.Limits`) and keeps the lines read before the damage (an unreadable table
+file is one `corrupt_file` unit). Record ids are the `id_field` value when given, else
+`<file-stem>:<line>`; a repeated id within a shard is quarantined (ids must be unique). A text field
+holding a list is a conversation: its turns (strings or objects with `content`/`value`) are joined by
+blank lines, so filters and decontamination see every turn.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from curation.core.record import Record
 from curation.steps.base import Step
+from curation.steps.text.inputs import (
+    PREVIEW_BYTES,
+    InputDamage,
+    Limits,
+    Oversize,
+    Rejection,
+    iter_lines,
+    open_bounded,
+)
 from curation.steps.text.turns import join_with_roles
+
+BOM = b"\xef\xbb\xbf"
 
 
 def _join_turns(turns: list) -> str | None:
@@ -40,9 +54,10 @@ class _Reader(Step):
     name = "read"
 
     def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
-                 shard_label: str, turn_roles: bool = False, **kw):
+                 shard_label: str, turn_roles: bool = False, limits: Limits | None = None, **kw):
         super().__init__(**kw)
         self.path = path
+        self.limits = limits or Limits()
         self.turn_roles = turn_roles
         self.text_field = text_field
         self.id_field = id_field
@@ -89,56 +104,78 @@ class _Reader(Step):
             meta["roles"] = roles
         return Record(id=rid, source=self.source, text=text, meta=meta)
 
+    def _reject(self, r: Rejection) -> None:
+        """Count a unit the parser turned down: a drop by design or a quarantine entry."""
+        self.stats.records_in += 1
+        if r.quarantine:
+            self.quarantine(r.loc, r.reason, r.detail, r.raw)
+        else:
+            self.stats.dropped[r.reason] += 1
+
     def _empty(self) -> None:
         self.stats.records_in += 1
         self.quarantine(f"{self.shard_label}:0", "empty_file", f"{self.path}: file has no records; "
                         f"remove it from the source or check how it was produced")
 
 
-class JsonlReader(_Reader):
-    def _lines(self) -> Iterator[tuple[int, bytes]]:
-        if self.path.suffix == ".gz":
-            f = gzip.open(self.path, "rb")
-        else:
-            f = open(self.path, "rb")
-        with f:
-            lineno = 0
-            try:
-                for lineno, raw in enumerate(f, start=1):
-                    yield lineno, raw
-            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                self.stats.records_in += 1
-                self.quarantine(f"{self.shard_label}:{lineno + 1}", "truncated_gzip",
-                                f"{self.path}: compressed stream ends or breaks after line {lineno} ({e}); "
-                                f"re-fetch the file")
+def iter_jsonl_lines(path: Path, limits: Limits, label: str) -> Iterator[tuple[int, bytes | Oversize] | Rejection]:
+    """The lines of a JSON-lines file (plain, `.gz` or `.zst`) with their numbers, each at most
+    `limits.max_record_bytes` (else an `Oversize`); damage to the file ends it with a `Rejection`."""
+    try:
+        stream = open_bounded(path, limits)
+    except InputDamage as e:
+        yield Rejection(f"{label}:1", e.reason, e.detail)
+        return
+    with stream:
+        lineno = 0
+        try:
+            for lineno, line in iter_lines(stream, limits.max_record_bytes):
+                yield lineno, line
+        except InputDamage as e:
+            kept = f"; lines 1-{lineno} were read" if lineno else ""
+            yield Rejection(f"{label}:{lineno + 1}", e.reason, e.detail + kept)
 
+
+class JsonlReader(_Reader):
     def _parse(self) -> Iterator[Record]:
         stats = self.stats
         seen_ids: set[str] = set()
         any_line = False
-        for lineno, raw in self._lines():
+        for item in iter_jsonl_lines(self.path, self.limits, self.shard_label):
+            if isinstance(item, Rejection):
+                self._reject(item)
+                continue
+            lineno, raw = item
+            loc = f"{self.shard_label}:{lineno}"
+            if isinstance(raw, Oversize):
+                any_line = True
+                stats.records_in += 1
+                self.quarantine(loc, "record_too_large", f"{self.path} line {lineno}: "
+                                f"{raw.describe(self.limits.max_record_bytes)}",
+                                raw.preview[:PREVIEW_BYTES].decode("utf-8", "backslashreplace"))
+                continue
+            raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
             any_line = True
             stats.records_in += 1
-            loc = f"{self.shard_label}:{lineno}"
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 self.quarantine(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
-                                f"({e.reason})", raw.decode("utf-8", "backslashreplace"))
+                                f"({e.reason})", raw[:10_000].decode("utf-8", "backslashreplace"))
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 self.quarantine(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}",
-                                line)
+                                line[:10_000])
                 continue
             if not isinstance(obj, dict):
                 self.quarantine(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
-                                f"got {type(obj).__name__}", line)
+                                f"got {type(obj).__name__}", line[:10_000])
                 continue
-            record = self._record(obj, loc, f"{self.path} line {lineno}", line, seen_ids)
+            record = self._record(obj, loc, f"{self.path} line {lineno}", line[:10_000], seen_ids)
             if record is not None:
                 yield record
         if not any_line and stats.records_in == 0:
