@@ -215,6 +215,8 @@ def _tar_pages(path: Path, limits: Limits, label: str, pages: Pages,
                 try:
                     data = _page_bytes(tf.extractfile(member), codec, limits, f"{path}:{name}")
                 except InputDamage as e:
+                    if e.source != f"{path}:{name}":
+                        raise  # the tar's own stream broke: the rest of the tar is one unit
                     yield Rejection(loc, e.reason, e.detail)
                     continue
                 if (bad := _check(loc, data, f"{path}:{name}", limits)) is not None:

@@ -72,10 +72,11 @@ class Oversize:
 class InputDamage(Exception):
     """Raised from a read when a stream cannot be read further; `reason` is the quarantine reason."""
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, source: str = ""):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.source = source  # the stream that broke (a tar's own compression, or a member's)
 
 
 def codec_for(path: Path | str) -> str | None:
@@ -170,10 +171,10 @@ class _Guarded(io.RawIOBase):
             data = self._read(len(b))
         except EOFError as e:
             raise InputDamage(f"truncated_{self.codec}", f"{self.path}: compressed stream ends early after "
-                              f"{self.out:,} bytes of output ({e}); re-fetch the file") from None
+                              f"{self.out:,} bytes of output ({e}); re-fetch the file", self.path) from None
         except (zlib.error, gzip.BadGzipFile, OSError) as e:
             raise InputDamage(f"corrupt_{self.codec}", f"{self.path}: damaged {self.codec} data after "
-                              f"{self.out:,} bytes of output ({e}); re-fetch the file") from None
+                              f"{self.out:,} bytes of output ({e}); re-fetch the file", self.path) from None
         n = len(data)
         b[:n] = data
         self.out += n
@@ -181,14 +182,15 @@ class _Guarded(io.RawIOBase):
         return n
 
 
-def check_expansion(out: int, compressed: int, limits: Limits, what: str) -> None:
-    """Raise `decompression_bomb` when `out` decompressed bytes from `compressed` break the limits."""
-    if out > limits.max_decompressed_bytes:
+def check_expansion(out: int, compressed: int, limits: Limits, what: str, total: int | None = None) -> None:
+    """Raise `decompression_bomb` when `out` bytes decompressed from `compressed` break the ratio, or
+    the stream's `total` output (default `out`) breaks the size limit."""
+    if (out if total is None else total) > limits.max_decompressed_bytes:
         raise InputDamage("decompression_bomb", f"{what}: more than {limits.max_decompressed_bytes:,} bytes "
-                          f"once decompressed (input.decompression.max_bytes); the rest is not read")
+                          f"once decompressed (input.decompression.max_bytes); the rest is not read", what)
     if out > limits.ratio_floor_bytes and out > limits.max_ratio * max(compressed, 1):
         raise InputDamage("decompression_bomb", f"{what}: {out:,} bytes from {compressed:,} compressed "
-                          f"(over {limits.max_ratio:g}x, input.decompression.max_ratio); the rest is not read")
+                          f"(over {limits.max_ratio:g}x, input.decompression.max_ratio); the rest is not read", what)
 
 
 def open_bounded(path: Path, limits: Limits, codec: str | None = None) -> BinaryIO:
@@ -216,7 +218,7 @@ def decompressing(raw: BinaryIO, codec: str, limits: Limits, what: str) -> Binar
     if head and not head.startswith(magic):
         raise InputDamage(f"not_{codec}", f"{what}: named as {codec} but starts with {head!r}, not the {codec} "
                           f"magic {magic!r} (an error page saved under the data's name?); re-fetch it or fix the "
-                          f"name")
+                          f"name", what)
     counting = _Counting(raw)
     dec = gzip.GzipFile(fileobj=counting, mode="rb") if codec == "gzip" else _Zstd(counting)
     return io.BufferedReader(_Guarded(dec, counting, limits, what, codec), buffer_size=_CHUNK)

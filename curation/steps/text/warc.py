@@ -99,6 +99,7 @@ class _Member(io.RawIOBase):
         self.d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self.tail = b""
         self.end: int | None = None
+        self.n_in = self.n_out = 0  # this member's bytes: the ratio is judged per member
 
     def readable(self) -> bool:
         return True
@@ -108,7 +109,7 @@ class _Member(io.RawIOBase):
             data = self.tail
             if not data:
                 data = self.fh.read(_READ)
-                self.totals[0] += len(data)
+                self.n_in += len(data)
                 if not data:
                     raise InputDamage("truncated_gzip", f"{self.what}: the gzip member at byte {self.start:,} "
                                       f"ends early (file cut short?); re-fetch the file")
@@ -122,8 +123,10 @@ class _Member(io.RawIOBase):
                 self.end = self.fh.tell() - len(self.d.unused_data)
             if out:
                 b[:len(out)] = out
-                self.totals[1] += len(out)
-                check_expansion(self.totals[1], self.totals[0], self.limits, self.what)
+                self.n_out += len(out)
+                self.totals[0] += len(out)
+                check_expansion(self.n_out, self.n_in, self.limits, f"{self.what} (member at byte {self.start:,})",
+                                total=self.totals[0])
                 return len(out)
         return 0
 
@@ -314,7 +317,7 @@ def _one_stream(stream, walker: _Walker) -> Iterator[WarcItem | Rejection]:
 
 
 def _gzip_file(fh, walker: _Walker, path: Path, limits: Limits) -> Iterator[WarcItem | Rejection]:
-    totals = [0, 0]  # compressed bytes read, bytes decompressed: the whole file's ratio
+    totals = [0]  # bytes decompressed from the whole file
     pos = 0
     while True:
         fh.seek(pos)
