@@ -76,8 +76,9 @@ class Input(Strict):
                 raise ValueError(f"`input.{key}` applies to `format: warc` or `html`, not {self.format!r}")
         if self.pages is not None and self.format != "html":
             raise ValueError("`input.pages` applies to `format: html` (sidecars and tar indexes of pages)")
-        for key in ("text_field", "turn_roles", "image_field") if web else ():
-            if key in self.model_fields_set:
+        # compared with the defaults (not `model_fields_set`): a plan hands tasks the full dump of a source
+        for key, default in (("text_field", "text"), ("turn_roles", False), ("image_field", None)) if web else ():
+            if getattr(self, key) != default:
                 raise ValueError(f"`input.{key}` does not apply to `format: {self.format}`: the text is the page's "
                                  f"main text")
         if self.format == "warc" and self.id_field is not None:

@@ -186,7 +186,8 @@ def test_real_common_crawl_and_dolma_warcs():
     html, _, _ = read(REAL / "cc_whirlwind.warc.gz")
     wet, _, _ = read(REAL / "cc_whirlwind.warc.wet.gz")
     assert [r.meta["url"] for r in html] == [r.meta["url"] for r in wet] == ["https://an.wikipedia.org/wiki/Escopete"]
-    # the main text of the page is in CC's own WET conversion of it
-    assert html[0].text.split("\n")[0] in wet[0].text
+    # the main text of the page is in CC's own WET conversion of it (which keeps the boilerplate too)
+    ours, theirs = set(html[0].text.lower().split()), set(wet[0].text.lower().split())
+    assert len(ours & theirs) >= 0.8 * len(ours) and len(ours) < len(theirs)
     _, stats, _ = read(REAL / "warcio_example.warc.gz")
     assert stats.dropped["warc_revisit"] == 1 and stats.records_out == 1
