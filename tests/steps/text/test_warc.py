@@ -191,3 +191,11 @@ def test_real_common_crawl_and_dolma_warcs():
     assert len(ours & theirs) >= 0.8 * len(ours) and len(ours) < len(theirs)
     _, stats, _ = read(REAL / "warcio_example.warc.gz")
     assert stats.dropped["warc_revisit"] == 1 and stats.records_out == 1
+
+
+def test_shipped_real_warc_sample():
+    """A real crawler-written WARC that ships with the repo (tests/data/warc/SOURCES.md): it always runs."""
+    records, stats, _ = read(Path(__file__).resolve().parents[2] / "data" / "warc" / "warcio_example.warc.gz")
+    assert [r.meta["url"] for r in records] == ["http://example.com/"]
+    assert dict(stats.dropped) == {"warc_warcinfo": 2, "warc_request": 2, "warc_revisit": 1}
+    assert "illustrative examples" in records[0].text
