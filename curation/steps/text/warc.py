@@ -23,12 +23,12 @@ resumes at the next `WARC/` line. Header lines are capped at 1 MiB and a record'
 from __future__ import annotations
 
 import io
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from curation.steps.text.extract import charset_from_content_type, looks_like_html
+from curation.steps.text.gzip_members import Member, next_member
 from curation.steps.text.inputs import (
     GZIP_MAGIC,
     ZSTD_MAGIC,
@@ -36,7 +36,6 @@ from curation.steps.text.inputs import (
     Limits,
     Oversize,
     Rejection,
-    check_expansion,
     codec_for,
     open_bounded,
     read_bounded,
@@ -88,68 +87,6 @@ class _Capped:
         if (len(line) >= cap and not line.endswith(b"\n") and (length is None or length > cap)) or self.budget < 0:
             raise _HeaderTooLong(f"a header line or header block is over {_LINE_CAP:,}/{_HEADER_BUDGET:,} bytes")
         return line
-
-
-class _Member(io.RawIOBase):
-    """One gzip member of a file, decompressed in bounded pieces; `end` is set once it is complete."""
-
-    def __init__(self, fh, start: int, totals: list[int], limits: Limits, what: str):
-        self.fh, self.start, self.totals, self.limits, self.what = fh, start, totals, limits, what
-        fh.seek(start)
-        self.d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self.tail = b""
-        self.end: int | None = None
-        self.n_in = self.n_out = 0  # this member's bytes: the ratio is judged per member
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while self.end is None:
-            data = self.tail
-            if not data:
-                data = self.fh.read(_READ)
-                self.n_in += len(data)
-                if not data:
-                    raise InputDamage("truncated_gzip", f"{self.what}: the gzip member at byte {self.start:,} "
-                                      f"ends early (file cut short?); re-fetch the file")
-            try:
-                out = self.d.decompress(data, len(b))
-            except zlib.error as e:
-                raise InputDamage("corrupt_gzip", f"{self.what}: damaged gzip member at byte {self.start:,} "
-                                  f"({e}); re-fetch the file") from None
-            self.tail = self.d.unconsumed_tail
-            if self.d.eof:
-                self.end = self.fh.tell() - len(self.d.unused_data)
-            if out:
-                b[:len(out)] = out
-                self.n_out += len(out)
-                self.totals[0] += len(out)
-                check_expansion(self.n_out, self.n_in, self.limits, f"{self.what} (member at byte {self.start:,})",
-                                total=self.totals[0])
-                return len(out)
-        return 0
-
-
-def _next_member(fh, start: int) -> int | None:
-    """The offset of the next gzip member at or after `start` whose content starts a WARC/ARC record."""
-    pos = start
-    while True:
-        fh.seek(pos)
-        chunk = fh.read(1 << 20)
-        if len(chunk) < 3:
-            return None
-        i = chunk.find(GZIP_MAGIC + b"\x08")
-        while i >= 0:
-            fh.seek(pos + i)
-            try:
-                head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(fh.read(_READ), 16)
-            except zlib.error:
-                head = b""
-            if head.startswith((b"WARC/", b"filedesc://")):
-                return pos + i
-            i = chunk.find(GZIP_MAGIC + b"\x08", i + 1)
-        pos += len(chunk) - 2
 
 
 def _skip_to_record(stream: _Capped) -> bytes | None:
@@ -325,7 +262,7 @@ def _gzip_file(fh, walker: _Walker, path: Path, limits: Limits) -> Iterator[Warc
         if not head:
             return
         if head != GZIP_MAGIC + b"\x08":
-            nxt = _next_member(fh, pos)
+            nxt = next_member(fh, pos)
             if head.strip(b"\0") or nxt is not None:
                 yield Rejection(f"{walker.label}@{pos}", "corrupt_gzip", f"{path}: bytes {pos:,}.. are not a gzip "
                                 f"member; {'resumed at byte ' + format(nxt, ',') if nxt else 'the rest is skipped'}")
@@ -333,7 +270,7 @@ def _gzip_file(fh, walker: _Walker, path: Path, limits: Limits) -> Iterator[Warc
                 return
             pos = nxt
             continue
-        member = _Member(fh, pos, totals, limits, str(path))
+        member = Member(fh, pos, totals, limits, str(path))
         buf = io.BufferedReader(member, buffer_size=_READ)
         try:
             yield from walker.records(buf)
@@ -341,7 +278,7 @@ def _gzip_file(fh, walker: _Walker, path: Path, limits: Limits) -> Iterator[Warc
                 pass
         except InputDamage as e:
             yield Rejection(walker.current, e.reason, e.detail)
-            nxt = _next_member(fh, pos + 1)
+            nxt = next_member(fh, pos + 1)
             if nxt is None:
                 return
             pos = nxt

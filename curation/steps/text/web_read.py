@@ -66,7 +66,6 @@ class WarcReader(_WebReader):
             if isinstance(item, Rejection):
                 self._reject(item)
                 continue
-            assert isinstance(item, WarcItem)
             meta = {"warc_record_id": item.record_id, **({"crawl_date": item.date} if item.date else {}),
                     **item.headers}
             record = self._document(item.record_id, f"{self.shard_label}:{item.record_id}", item.payload,
@@ -92,7 +91,6 @@ class HtmlReader(_WebReader):
             if isinstance(item, Rejection):
                 self._reject(item)
                 continue
-            assert isinstance(item, HtmlPage)
             rid = item.loc
             if self.id_field:
                 value = item.fields.get(self.id_field)

@@ -13,7 +13,15 @@ from curation.core.record import QuarantineSink
 from curation.steps.text.inputs import Limits
 from curation.steps.text.web_read import WarcReader
 from tests.conftest import SHARED_DATA
-from tests.steps.text.web_pages import CRAWL_DOCUMENTS, CRAWL_DROPS, PARAS, article, crawl, members, response
+from tests.steps.text.web_pages import (
+    CRAWL_DOCUMENTS,
+    CRAWL_DROPS,
+    PARAS,
+    article,
+    crawl,
+    members,
+    response,
+)
 
 
 def read(path: Path, **kw):
