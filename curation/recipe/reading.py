@@ -30,7 +30,7 @@ class Extract(Strict):
     both. On ground truth (reports/benchmarks/extraction.md) precision had the best mean F1 of the three
     and the best precision on every set, for 1-2 points of recall; pretraining favours clean text.
     `fallback`: also run trafilatura's readability/jusText fallbacks when its own pass finds little
-    (about half the speed, 1-2 points of F1)."""
+    (2-3x slower; 1-2.5 points of F1 on ground truth)."""
     favor: Literal["precision", "recall", "balanced"] = "precision"
     include_tables: bool = True
     include_comments: bool = False
