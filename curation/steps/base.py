@@ -45,11 +45,14 @@ class StepSpec:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """Yielded by a reader's `parse` for an input unit that cannot become a record (quarantined)."""
+    """Yielded by a reader's `parse` for an input unit that becomes no record: damaged input is
+    quarantined with its location, detail and (a preview of) the raw bytes; `quarantine=False` is a drop
+    by design (a WARC request record, a non-HTML response, a page without main text), counted by reason."""
     loc: str
     reason: str
-    detail: str
+    detail: str = ""
     raw: str = ""
+    quarantine: bool = True
 
 
 class Step:
@@ -197,8 +200,11 @@ class Reader(Step):
         start = time.perf_counter()
         for item in self.parse():
             stats.records_in += 1
-            if isinstance(item, Reject):
+            if isinstance(item, Reject) and item.quarantine:
                 self.quarantine(item.loc, item.reason, item.detail, item.raw)
+            elif isinstance(item, Reject):
+                self.stats.dropped[item.reason] += 1
+                self.sink.dropped(step=self.name, record_id=item.loc, reason=item.reason, detail=item.detail)
             elif item.id in seen:
                 self.quarantine(item.id, "duplicate_id", f"{self.path}: id {item.id!r} already seen in this shard")
             else:
