@@ -5,6 +5,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from curation.core.extras import require
 from curation.core.markers import read_marker
 from curation.core.vocab import Vocabulary
 from curation.corpus import minhash as minhash_tasks
@@ -34,6 +35,9 @@ class RunResult:
 
 def load_plan(recipe_path: str | Path, raw_root: Path | None = None) -> Plan:
     loaded = load_recipe(recipe_path, raw_root=raw_root)
+    for modality, extra in (("image", "images"), ("audio", "audio")):
+        if any(s.modality == modality for s in loaded.recipe.sources):
+            require(extra, f"{modality} sources")
     vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
     vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
     return build_plan(loaded, vocab)
@@ -73,7 +77,10 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         if todo:
             markers.update(rt.map(fn, todo, nodes[0].phase))
 
-    with RayRuntime(workers=workers, address=address, progress=progress) as rt:
+    # what tasks open by path on whichever node runs them
+    inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
+              *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
+    with RayRuntime(workers=workers, address=address, progress=progress, out=out, inputs=inputs) as rt:
         phase(rt, plan.process, tasks.run_process)
         phase(rt, [plan.dedup], tasks.run_dedup, (shard_order,))
         if plan.clusters is not None:
