@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from curation import __version__
+from curation.core.extras import require
 from curation.errors import CurateError
 
 
@@ -86,6 +87,7 @@ def _cmd_report(a) -> int:
 
 
 def _cmd_train(a) -> int:
+    require("train", "curate train")
     from curation.train.loop import TrainConfig, Trainer
     from curation.train.model import ModelConfig
     cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
@@ -103,6 +105,7 @@ def _cmd_train(a) -> int:
 
 
 def _cmd_ablate(a) -> int:
+    require("train", "curate ablate")
     from curation.commands.ablate import ablate
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
@@ -111,6 +114,14 @@ def _cmd_ablate(a) -> int:
                    f"{r['mean_bpb']:.4f}"]
                   for i, r in enumerate(summary["candidates"], start=1)])
     print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    return 0
+
+
+def _cmd_demo(a) -> int:
+    from curation.commands.demo import materialise
+    recipe = materialise(Path(a.dir))
+    print(f"wrote the demo recipe {recipe} with its corpus and vocabulary (also images.yaml, audio.yaml, "
+          f"acquisition.yaml)\nrun it:  curate run {recipe} --out {Path(a.dir) / 'out'}")
     return 0
 
 
@@ -176,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None)
     s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
     s.set_defaults(fn=_cmd_ablate)
+
+    s = sub.add_parser("demo", help="write the shipped recipes (the demo with its corpus) and vocabularies into DIR")
+    s.add_argument("dir", nargs="?", default="curate-demo", help="target folder (default: ./curate-demo)")
+    s.set_defaults(fn=_cmd_demo)
 
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")

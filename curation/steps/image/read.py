@@ -14,13 +14,12 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from curation.core.extras import require
 from curation.core.media import IMAGE_EXTS, key_of
 from curation.core.record import Drop, Record
 from curation.errors import RecordError
 from curation.steps.base import Step
 from curation.steps.image.captions import caption_problem
-from curation.steps.image.decode import decode
-from curation.steps.image.phash import phash64
 
 
 class WebDatasetReader(Step):
@@ -139,8 +138,15 @@ class ImageCheck(Step):
     def __init__(self, *, min_side: int, domain: str, phash_reduce: int = 32, **kw):
         super().__init__(**kw)
         self.min_side, self.domain, self.phash_reduce = min_side, domain, phash_reduce
+        require("images", "image sources")
+        # Pillow and imagehash load here, not when the module is imported: text-only runs import
+        # this module (the runtime's task table) but never construct an ImageCheck
+        from curation.steps.image.decode import decode
+        from curation.steps.image.phash import phash64
+        self._decode, self._phash64 = decode, phash64
 
     def process(self, record: Record) -> Record | Drop:
+        decode, phash64 = self._decode, self._phash64
         img = decode(record.image)  # RecordError -> quarantined by the base class with its reason
         if min(img.size) < self.min_side:
             return Drop("image_too_small")
