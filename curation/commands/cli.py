@@ -125,6 +125,22 @@ def _cmd_demo(a) -> int:
     return 0
 
 
+def _cmd_slurm(a) -> int:
+    from curation.commands.slurm import SlurmJob, submit, write_script
+    job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
+                   cpus_per_node=a.cpus_per_node, partition=a.partition, time=a.time, job_name=a.job_name,
+                   port=a.port, join_timeout=a.join_timeout)
+    if not job.recipe.is_file():
+        raise CurateError(f"recipe {a.recipe} not found")
+    script = write_script(job, Path(a.script).resolve() if a.script else None)
+    if a.dry_run:
+        print(script.read_text(), end="")
+        print(f"# wrote {script}; submit it with: sbatch {script}", file=sys.stderr)
+        return 0
+    print(f"{submit(script)} ({script})")
+    return 0
+
+
 def _cmd_tokenizer_train(a) -> int:
     from curation.commands.tokenizer import train_tokenizer
     path = train_tokenizer([Path(p) for p in a.inputs], Path(a.out), vocab_size=a.vocab_size, field=a.field)
@@ -187,6 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None)
     s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
     s.set_defaults(fn=_cmd_ablate)
+
+    s = sub.add_parser("slurm", help="write (and sbatch) a Slurm job that starts Ray on its nodes and runs a recipe")
+    s.add_argument("recipe")
+    s.add_argument("--nodes", type=int, required=True, help="nodes in the allocation (the first one is the Ray head)")
+    s.add_argument("--cpus-per-node", type=int, required=True, help="CPUs Ray uses on each node")
+    s.add_argument("--partition", default=None)
+    s.add_argument("--time", default=None, help="Slurm time limit (HH:MM:SS or D-HH:MM)")
+    s.add_argument("--out", default="out", help="output folder: must be on storage every node mounts at this path")
+    s.add_argument("--job-name", default=None, help="default: curate-<recipe name>")
+    s.add_argument("--port", type=int, default=6379, help="the Ray head's GCS port (default 6379)")
+    s.add_argument("--join-timeout", type=int, default=300, help="seconds to wait for all nodes to join")
+    s.add_argument("--script", default=None, help="where to write the script (default: OUT/slurm/JOB.sbatch)")
+    s.add_argument("--dry-run", action="store_true", help="write and print the script; do not submit it")
+    s.set_defaults(fn=_cmd_slurm)
 
     s = sub.add_parser("demo", help="write the shipped recipes (the demo with its corpus) and vocabularies into DIR")
     s.add_argument("dir", nargs="?", default="curate-demo", help="target folder (default: ./curate-demo)")

@@ -24,17 +24,36 @@ def _sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def _python(version: str) -> str | None:
+    """This interpreter, or another installed CPython (pyenv shims count), or None."""
+    if version == "current":
+        return sys.executable
+    python = shutil.which(f"python{version}")
+    if python and _sh([python, "-c", "import venv"], timeout=60).returncode == 0:   # a pyenv shim may refuse
+        return python
+    return None
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def wheel(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"            # a copy: setuptools never cleans build/, stale modules would ship
     shutil.copytree(REPO, src, ignore=_SKIP_COPY)
     p = _sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
              str(src)], timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    wheel = next((tmp / "dist").glob("curate_llm-*.whl"))
+    return next((tmp / "dist").glob("curate_llm-*.whl"))
+
+
+# the current interpreter (3.11 in CI) and 3.12 where one is installed (the top of requires-python)
+@pytest.fixture(scope="module", params=["current", "3.12"])
+def installed(request, wheel, tmp_path_factory):
+    python = _python(request.param)
+    if python is None:
+        pytest.skip(f"Python {request.param} is not installed here")
+    tmp = tmp_path_factory.mktemp(f"py{request.param}")
     venv = tmp / "venv"
-    assert _sh([sys.executable, "-m", "venv", str(venv)], timeout=300).returncode == 0
+    assert _sh([python, "-m", "venv", str(venv)], timeout=300).returncode == 0
     p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], timeout=1500)
     if p.returncode and any(s in p.stderr for s in ("No matching distribution", "Could not find a version",
                                                      "NewConnectionError", "Temporary failure in name resolution")):
@@ -47,8 +66,7 @@ def installed(tmp_path_factory):
     return wheel, venv, empty, env
 
 
-def test_wheel_holds_the_runtime_data(installed):
-    wheel = installed[0]
+def test_wheel_holds_the_runtime_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for f in ("curation/data/recipes/demo.yaml", "curation/data/tokenizers/curate-demo-v1.yaml",
               "curation/data/tokenizers/curate-demo-bpe.json", "curation/data/tokenizers/curate-demo-ibq.yaml",
