@@ -5,10 +5,12 @@ for an image recipe."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -28,9 +30,10 @@ def _python(version: str) -> str | None:
     """This interpreter, or another installed CPython (pyenv shims count), or None."""
     if version == "current":
         return sys.executable
-    python = shutil.which(f"python{version}")
-    if python and _sh([python, "-c", "import venv"], timeout=60).returncode == 0:   # a pyenv shim may refuse
-        return python
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for python in [shutil.which(f"python{version}"), *sorted(map(str, pyenv.glob(f"{version}.*/bin/python{version}")))]:
+        if python and _sh([python, "-c", "import venv"], timeout=60).returncode == 0:  # a pyenv shim may refuse
+            return python
     return None
 
 
@@ -53,16 +56,20 @@ def installed(request, wheel, tmp_path_factory):
         pytest.skip(f"Python {request.param} is not installed here")
     tmp = tmp_path_factory.mktemp(f"py{request.param}")
     venv = tmp / "venv"
-    assert _sh([python, "-m", "venv", str(venv)], timeout=300).returncode == 0
-    p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], timeout=1500)
+    # no PYTHONPATH, no checkout: what the installed wheel holds is all there is (a source tree on
+    # PYTHONPATH with an egg-info would even make pip think the wheel is installed already)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    assert _sh([python, "-m", "venv", str(venv)], env=env, timeout=300).returncode == 0
+    p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=env, timeout=1500)
     if p.returncode and any(s in p.stderr for s in ("No matching distribution", "Could not find a version",
                                                      "NewConnectionError", "Temporary failure in name resolution")):
         pytest.skip(f"the wheel's dependencies cannot be installed here (no package index?): {p.stderr[-300:]}")
     assert p.returncode == 0, p.stderr[-3000:]
     empty = tmp / "work"
     empty.mkdir()
-    # no PYTHONPATH, no checkout: what the installed wheel holds is all there is
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    version = _sh([str(venv / "bin" / "python"), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+                  env=env, timeout=60).stdout.strip()
+    assert request.param in ("current", version)
     return wheel, venv, empty, env
 
 
@@ -78,9 +85,9 @@ def test_wheel_holds_the_runtime_data(wheel):
 
 
 def test_text_only_install_has_one_fasttext_and_no_torch(installed):
-    venv = installed[1]
-    dists = {line.split("==")[0].lower() for line in
-             _sh([str(venv / "bin" / "pip"), "freeze"], timeout=120).stdout.splitlines()}
+    _, venv, _, env = installed
+    dists = {re.split(r"==| @ ", line)[0].lower() for line in
+             _sh([str(venv / "bin" / "pip"), "freeze"], env=env, timeout=120).stdout.splitlines()}
     assert "curate-llm" in dists
     assert not dists & {"torch", "megatron-core", "lhotse", "imagehash"}
     assert [d for d in dists if d.startswith("fasttext")] == ["fasttext-predict"]
