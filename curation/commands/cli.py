@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="out", help="output folder (default: ./out)")
     s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
     s.add_argument("--address", default=None,
-                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray)")
+                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray); its token "
+                        "from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
     s.add_argument("--quiet", action="store_true", help="no progress output")
     s.set_defaults(fn=_cmd_run)
 
