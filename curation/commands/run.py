@@ -56,7 +56,10 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     chosen = choose_executor(plan, executor, address)
     if progress:
         print(f"executor: {chosen}", file=sys.stderr)
-    with EXECUTORS[chosen](workers=workers, address=address, progress=progress) as ex:
+    # what tasks open by path on whichever node runs them (a cluster checks every node sees them)
+    inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
+              *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
+    with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
         done = execute(plan, out, ex)
     rows = build_rows(plan, done.markers, out)
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from curation.core.extras import require
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.vocab import Vocabulary
@@ -148,6 +149,9 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
 def load_plan(recipe_path, raw_root=None) -> Plan:
     """Load a recipe (inputs resolved, acquired ones under `raw_root`) and plan it."""
     loaded = load_recipe(recipe_path, raw_root=raw_root)
+    for modality, extra in (("image", "images"), ("audio", "audio")):   # optional dependencies, named
+        if any(s.modality == modality for s in loaded.recipe.sources):
+            require(extra, f"{modality} sources")
     vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
     vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
     return build_plan(loaded, vocab)
