@@ -115,6 +115,13 @@ class _Tee:
         return getattr(self._stream, name)
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is at the time (the --log tee, pytest's capture)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(self.format(record) + "\n")
+
+
 @dataclass
 class Session:
     """One command's output settings; `run(fn, args)` calls the command and maps what it raises."""
@@ -144,10 +151,15 @@ class Session:
             return code
 
     def _configure_logging(self) -> None:
-        level = logging.ERROR if self.quiet else (logging.DEBUG if self.verbose > 1 else
-                                                  logging.INFO if self.verbose else logging.WARNING)
-        logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s",
-                            force=True)
+        """The `curation` loggers to stderr (so into --log too): warnings by default, errors only with
+        --quiet, info with -v, debug with -vv. The root logger and other libraries' are left alone."""
+        log = logging.getLogger("curation")
+        log.setLevel(logging.ERROR if self.quiet else logging.DEBUG if self.verbose > 1 else
+                     logging.INFO if self.verbose else logging.WARNING)
+        if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+            handler = _StderrHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            log.addHandler(handler)
 
     def _call(self, fn, args, log) -> int:
         try:

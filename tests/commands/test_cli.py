@@ -4,6 +4,7 @@ import csv
 import re
 import io
 import json
+import logging
 
 import pyarrow.parquet as pq
 import pytest
@@ -108,6 +109,20 @@ def test_every_command_takes_verbose_quiet_and_log():
     assert (a.verbose, a.quiet, a.log) == (0, True, "x.log")
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "r.yaml", "-q", "-v"])   # one or the other
+
+
+def test_verbosity_sets_the_curation_loggers(capsys):
+    for argv, level in ((["-q"], logging.ERROR), ([], logging.WARNING), (["-v"], logging.INFO),
+                        (["-vv"], logging.DEBUG)):
+        assert main(["validate", str(DEMO), *argv]) == 0
+        assert logging.getLogger("curation").level == level
+    capsys.readouterr()
+    logging.getLogger("curation.test").info("shown with -v")
+    assert "INFO curation.test: shown with -v" in capsys.readouterr().err
+    assert main(["validate", str(DEMO), "-q"]) == 0
+    logging.getLogger("curation.test").warning("hidden by -q")
+    assert "hidden by -q" not in capsys.readouterr().err
+    logging.getLogger("curation").setLevel(logging.WARNING)
 
 
 def test_log_file_holds_the_output_and_the_traceback(tmp_path, capsys):
