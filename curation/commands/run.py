@@ -9,6 +9,7 @@ from curation.acquire.sources import acquire_all
 from curation.core.layout import ledger_dir, source_prefix
 from curation.errors import RunFailed
 from curation.ledger import build_rows, write_ledger
+from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
 from curation.mixture.manifests import build_manifests, remove_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
@@ -47,6 +48,7 @@ def choose_executor(plan: Plan, executor: str, address: str | None) -> str:
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
         progress: bool = True, resolver=None, executor: str = "auto") -> RunResult:
     """`resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
+    started_at = utc_now()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     early = load_recipe(recipe_path, resolve_inputs=False)
@@ -61,7 +63,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
         done = execute(plan, out, ex)
-    rows = build_rows(plan, done.markers, out)
+    rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
