@@ -19,6 +19,7 @@ Example (the demo recipe, abbreviated):
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -83,10 +84,18 @@ class Input(Strict):
     id_field: str | None = None
     metadata_fields: list[str] = []
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
+    # folders (relative to the recipe, or absolute) beyond the source's input tree that its files may
+    # resolve into: links in an image/audio folder, `..` or absolute clip-manifest paths
+    # (curation.core.contain); anything else outside is refused as link_/path_outside_input
+    allow_roots: list[str] = []
     # SFT conversations in the chat template (role, tool and thinking markers, media placeholders), so a
     # trainer can derive its loss mask from the markers; without it a list in `text_field` is joined as plain text
     conversations: Conversations | None = None
     turn_roles: bool = False          # earlier spelling: `conversations` with `messages_field: <text_field>`
+
+    def allowed_roots(self, base_dir: Path) -> list[Path]:
+        """`allow_roots` as paths (relative ones are relative to the recipe's folder, `base_dir`)."""
+        return [Path(r) if Path(r).is_absolute() else Path(base_dir) / r for r in self.allow_roots]
 
     def conversation_form(self) -> Conversations | None:
         if self.conversations is None and self.turn_roles:
