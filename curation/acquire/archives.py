@@ -6,7 +6,7 @@ reason in `ExtractResult.refused` (listed, with its name and why, in `refused_me
 written; the good members around it are kept. Member reasons:
 
 * `absolute_path`, `path_traversal` (a `..` component, or a name that resolves outside the target),
-  `bad_name` (empty, NUL, or a backslash, which is a separator on Windows);
+  `bad_name` (empty, NUL, not UTF-8, or a backslash, which is a separator on Windows);
 * `link`: every tar symlink and hard link and every zip entry with symlink mode bits, whether it
   points inside the target or not (the detail says which): a link that stays inside is legal but
   rarely needed in training data, and refusing them all removes the link-then-write-through-it

@@ -73,6 +73,10 @@ class Writer:
         """The member's normalised relative path ('' for the root), or refuse the member."""
         if not name or "\x00" in name:
             raise Refused("bad_name", "empty or NUL-containing name")
+        try:
+            name.encode("utf-8")      # tarfile keeps undecodable bytes as surrogates
+        except UnicodeEncodeError:
+            raise Refused("bad_name", "not UTF-8: raw/ names must be text that every later step can name") from None
         if name.startswith(("/", "\\")) or _DRIVE.match(name):
             raise Refused("absolute_path", "absolute path: archive members are relative to its root")
         if ".." in re.split(r"[/\\]", name):

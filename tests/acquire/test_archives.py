@@ -378,3 +378,15 @@ def test_missing_archive_refused(dirs):
     src, target = dirs
     with pytest.raises(InputError, match="not found"):
         extract(src / "nope.tar.gz", target)
+
+
+def test_member_names_that_are_not_utf8_are_refused(dirs):
+    src, target = dirs
+    archive = src / "names.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT, encoding="latin-1") as tf:
+        for name in ("café.txt", "ok.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tf.addfile(info, io.BytesIO(b"ok"))
+    result = _assert_members_refused(archive, target, {"bad_name": 1}, {"ok.txt"})
+    assert "not UTF-8" in result.refused_members[0]["detail"]

@@ -162,3 +162,35 @@ def test_audio_folder_copies_only_what_is_inside_and_keeps_transcript_bytes(tmp_
     manifest = (raw / "clips.jsonl").read_bytes()
     assert b"caf\xe9 in latin-1" in manifest and CANARY not in manifest   # the bytes, not U+FFFD
     assert b"\xef\xbf\xbd" not in manifest
+
+
+def test_folder_names_that_collide_or_are_not_utf8_never_stop_acquisition(tmp_path):
+    """Two images with one sample key: the first (sorted) is kept, the other refused; names that are not
+    UTF-8 are kept under backslash-escaped names (they used to stop the run with UnicodeEncodeError)."""
+    from curation.acquire.pack import folder_samples
+    from curation.acquire.sources import acquire_all
+    from curation.recipe.load import load_recipe
+    a, b = _img(2)
+    photos = tmp_path / "photos"
+    (photos / "sub").mkdir(parents=True)
+    (photos / "sub" / "x.jpg").write_bytes(a)
+    (photos / "sub_x.jpg").write_bytes(b)
+    (Path(os.fsdecode(bytes(photos) + b"/caf\xe9.jpg"))).write_bytes(b + b"\0")
+    scan = folder_samples(photos)
+    assert [(s[0], s[2]["file"]) for s in scan.samples] == [("caf_", "caf\\xe9.jpg"), ("sub_x", "sub/x.jpg")]
+    assert [(r["path"], r["reason"]) for r in scan.refused] == [("sub_x.jpg", "duplicate_key")]
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    ogg = (REPO / "recipes" / "audio" / "speech" / "LJ001-0002.ogg").read_bytes()
+    Path(os.fsdecode(bytes(clips) + b"/caf\xe9.ogg")).write_bytes(ogg)
+    recipe = _recipe(tmp_path, """  - name: clips
+    modality: audio
+    license: public-domain
+    optout: not_available
+    acquire: {kind: audio_folder, path: clips}
+    input: {format: audio, paths: [clips.jsonl], id_field: id}
+""")
+    [record] = acquire_all(load_recipe(recipe, resolve_inputs=False), tmp_path / "raw").values()
+    assert record["outcomes"] == {"ok": 1}
+    line = json.loads((tmp_path / "raw" / "clips" / "clips.jsonl").read_text())
+    assert line["audio"] == "files/caf\\xe9.ogg" and (tmp_path / "raw" / "clips" / line["audio"]).read_bytes() == ogg

@@ -47,7 +47,7 @@ def _cases() -> list[tuple[str, str, np.ndarray, int]]:
         x, sr = sf.read(str(clip), dtype="float32")
         other, _ = sf.read(str(sorted(SPEECH.glob("LJ*.ogg"))[-1]), dtype="float32")
         other = np.resize(other, x.size)
-        d = lambda ms: np.roll(x, int(sr * ms / 1000))  # noqa: E731
+        d = lambda ms, x=x, sr=sr: np.roll(x, int(sr * ms / 1000))  # noqa: E731
         noise = rng.normal(0, 0.003, x.size).astype(np.float32)
         for name, right in (("dual mono", x), ("spaced pair 0.1 ms", d(0.1)), ("spaced pair 0.5 ms", d(0.5)),
                             ("spaced pair 1 ms", d(1)), ("spaced pair 2 ms", d(2)), ("spaced pair 3 ms", d(3)), ("right -6 dB", 0.5 * x),
