@@ -137,7 +137,8 @@ def folder_samples(root: Path, allow_roots: list[Path] = ()) -> FolderScan:
         if meta is not None:
             try:
                 obj = json.loads(meta.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")   # no lone-surrogate escape ("\ud800")
+            except (UnicodeError, json.JSONDecodeError) as e:
                 refuse(path, "bad_sidecar", f"{rel.with_suffix('.json')}: not UTF-8 JSON ({e})")
                 continue
             if not isinstance(obj, dict):

@@ -65,7 +65,8 @@ class InputTree:
         name itself leaves the roots (`..`, or an absolute path outside them)."""
         base = Path(base) if base is not None else Path(self._lexical[0])
         full = os.path.normpath(os.path.join(os.path.abspath(base), name))
-        if not _under(full, self._lexical):
+        # the real path counts too: an allowed root may be named through a link, the manifest by its target
+        if not _under(full, self._lexical) and not _under(os.path.realpath(full), self._real):
             return Refusal(PATH_OUTSIDE, f"{name!r} points outside the input tree {self._lexical[0]}; keep "
                                          f"files under it, or allow their folder with input.allow_roots")
         return Path(full)

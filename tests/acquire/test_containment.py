@@ -113,11 +113,13 @@ def test_image_folder_refuses_samples_that_reach_outside(tmp_path):
     os.link(outside / "canary.txt", photos / "p3.txt")
     (photos / "p4.jpg").write_bytes(a + b"\0")
     (photos / "p4.json").write_text("[1, 2]")
+    (photos / "p5.jpg").write_bytes(a + b"\0\0")
+    (photos / "p5.json").write_text('{"url": "lone \\ud800 surrogate"}')
     scan = folder_samples(photos)
     assert [s[0] for s in scan.samples] == ["p0"]
     assert [(r["path"], r["reason"]) for r in scan.refused] == [
         ("p1.jpg", "link_outside_input"), ("p2.jpg", "link_outside_input"), ("p3.jpg", "link_outside_input"),
-        ("p4.jpg", "bad_sidecar")]
+        ("p4.jpg", "bad_sidecar"), ("p5.jpg", "bad_sidecar")]
     assert not any(CANARY in s[1] or (s[3] and CANARY in s[3]) for s in scan.samples)
     allowed = folder_samples(photos, [outside])
     assert [s[0] for s in allowed.samples] == ["p0", "p1", "p2", "p3"]
@@ -194,3 +196,13 @@ def test_folder_names_that_collide_or_are_not_utf8_never_stop_acquisition(tmp_pa
     assert record["outcomes"] == {"ok": 1}
     line = json.loads((tmp_path / "raw" / "clips" / "clips.jsonl").read_text())
     assert line["audio"] == "files/caf\\xe9.ogg" and (tmp_path / "raw" / "clips" / line["audio"]).read_bytes() == ogg
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc/self/fd on this system")
+def test_a_link_swapped_in_after_the_check_is_refused_on_the_opened_file(layout, monkeypatch):
+    """The check before opening is passed (as if the file were replaced by a link just after it); the file
+    actually opened is judged again, so the canary is still not read."""
+    tree, _, _ = layout
+    monkeypatch.setattr(InputTree, "check", lambda self, path: None)
+    got = InputTree(tree).open(tree / "out.txt")
+    assert isinstance(got, Refusal) and got.reason == LINK_OUTSIDE and "was opened as" in got.detail
