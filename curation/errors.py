@@ -40,5 +40,10 @@ class VerifyError(CurateError):
 
 
 
+class RunFailed(CurateError):
+    """A run completed its tasks but its result must not be trained on (a source kept nothing, or too
+    much of it was quarantined); the ledger and report are written, the manifests are not."""
+
+
 class DecontaminationGuard(CurateError):
     """Decontamination would remove more of a source than the recipe's cap allows."""

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from curation import __version__
+from curation.core.extras import require
 from curation.errors import CurateError
 
 
@@ -86,6 +87,7 @@ def _cmd_report(a) -> int:
 
 
 def _cmd_train(a) -> int:
+    require("train", "curate train")
     from curation.train.loop import TrainConfig, Trainer
     from curation.train.model import ModelConfig
     cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
@@ -103,6 +105,7 @@ def _cmd_train(a) -> int:
 
 
 def _cmd_ablate(a) -> int:
+    require("train", "curate ablate")
     from curation.commands.ablate import ablate
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
@@ -111,6 +114,30 @@ def _cmd_ablate(a) -> int:
                    f"{r['mean_bpb']:.4f}"]
                   for i, r in enumerate(summary["candidates"], start=1)])
     print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    return 0
+
+
+def _cmd_demo(a) -> int:
+    from curation.commands.demo import materialise
+    recipe = materialise(Path(a.dir))
+    print(f"wrote the demo recipe {recipe} with its corpus and vocabulary (also images.yaml, audio.yaml, "
+          f"acquisition.yaml)\nrun it:  curate run {recipe} --out {Path(a.dir) / 'out'}")
+    return 0
+
+
+def _cmd_slurm(a) -> int:
+    from curation.commands.slurm import SlurmJob, submit, write_script
+    job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
+                   cpus_per_node=a.cpus_per_node, partition=a.partition, time=a.time, job_name=a.job_name,
+                   port=a.port, join_timeout=a.join_timeout)
+    if not job.recipe.is_file():
+        raise CurateError(f"recipe {a.recipe} not found")
+    script = write_script(job, Path(a.script).resolve() if a.script else None)
+    if a.dry_run:
+        print(script.read_text(), end="")
+        print(f"# wrote {script}; submit it with: sbatch {script}", file=sys.stderr)
+        return 0
+    print(f"{submit(script)} ({script})")
     return 0
 
 
@@ -144,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="out", help="output folder (default: ./out)")
     s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
     s.add_argument("--address", default=None,
-                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray)")
+                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray); its token "
+                        "from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
     s.add_argument("--executor", choices=["auto", "local", "ray"], default="auto",
                    help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
                         "joining a cluster, else local)")
@@ -198,6 +226,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", help="a checkpoint folder (README, 'Codecs'), a weights file in one, or a seeded yaml")
     s.add_argument("--kind", choices=("image", "audio"), default=None, help="default: from the configuration")
     s.set_defaults(fn=_cmd_codec_check)
+
+    s = sub.add_parser("slurm", help="write (and sbatch) a Slurm job that starts Ray on its nodes and runs a recipe")
+    s.add_argument("recipe")
+    s.add_argument("--nodes", type=int, required=True, help="nodes in the allocation (the first one is the Ray head)")
+    s.add_argument("--cpus-per-node", type=int, required=True, help="CPUs Ray uses on each node")
+    s.add_argument("--partition", default=None)
+    s.add_argument("--time", default=None, help="Slurm time limit (HH:MM:SS or D-HH:MM)")
+    s.add_argument("--out", default="out", help="output folder: must be on storage every node mounts at this path")
+    s.add_argument("--job-name", default=None, help="default: curate-<recipe name>")
+    s.add_argument("--port", type=int, default=6379, help="the Ray head's GCS port (default 6379)")
+    s.add_argument("--join-timeout", type=int, default=300, help="seconds to wait for all nodes to join")
+    s.add_argument("--script", default=None, help="where to write the script (default: OUT/slurm/JOB.sbatch)")
+    s.add_argument("--dry-run", action="store_true", help="write and print the script; do not submit it")
+    s.set_defaults(fn=_cmd_slurm)
+
+    s = sub.add_parser("demo", help="write the shipped recipes (the demo with its corpus) and vocabularies into DIR")
+    s.add_argument("dir", nargs="?", default="curate-demo", help="target folder (default: ./curate-demo)")
+    s.set_defaults(fn=_cmd_demo)
 
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")

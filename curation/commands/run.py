@@ -7,8 +7,10 @@ from pathlib import Path
 
 from curation.acquire.sources import acquire_all
 from curation.core.layout import ledger_dir, source_prefix
+from curation.errors import RunFailed
 from curation.ledger import build_rows, write_ledger
-from curation.mixture.manifests import build_manifests
+from curation.ledger.health import source_failures
+from curation.mixture.manifests import build_manifests, remove_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
 from curation.plan.graph import Plan, load_plan
@@ -54,7 +56,10 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     chosen = choose_executor(plan, executor, address)
     if progress:
         print(f"executor: {chosen}", file=sys.stderr)
-    with EXECUTORS[chosen](workers=workers, address=address, progress=progress) as ex:
+    # what tasks open by path on whichever node runs them (a cluster checks every node sees them)
+    inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
+              *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
+    with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
         done = execute(plan, out, ex)
     rows = build_rows(plan, done.markers, out)
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
@@ -65,6 +70,12 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
     write_ledger(rows, ledger_dir(out))
+    failures = source_failures(plan.recipe.recipe, rows)
+    if failures:   # the ledger and report show what happened; no manifest may point a trainer at it
+        report = write_report(rows, out)
+        remove_manifests(out)
+        raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
+                        + "\n  ".join(failures))
     manifests = build_manifests(plan, stage_plans, rows, out)
     report = write_report(rows, out)
     _warn(rows)

@@ -17,13 +17,12 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from curation.core.extras import require
 from curation.core.media import IMAGE_EXTS, key_of
 from curation.core.record import Drop, Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject, Step
 from curation.steps.image.captions import caption_problem
-from curation.steps.image.decode import decode
-from curation.steps.image.phash import domain_phash, domain_reduce
 
 
 def _link_target(m: tarfile.TarInfo) -> str:
@@ -149,15 +148,20 @@ class ImageCheck(Step):
 
     def __init__(self, *, min_side: int, domain: str, phash_reduce: int | None = None, **kw):
         super().__init__(**kw)
+        require("images", "image sources")
+        # Pillow and imagehash load here, not when the module is imported: text-only runs import this module
+        from curation.steps.image.decode import decode
+        from curation.steps.image.phash import domain_phash, domain_reduce
+        self._decode, self._phash = decode, domain_phash
         self.min_side, self.domain, self.phash_reduce = min_side, domain, domain_reduce(domain, phash_reduce)
 
     def process(self, record: Record) -> Record | Drop:
-        img = decode(record.image)  # RecordError -> quarantined by the base class with its reason
+        img = self._decode(record.image)  # RecordError -> quarantined by the base class with its reason
         if min(img.size) < self.min_side:
             return Drop("image_too_small")
         if record.text and (problem := caption_problem(record.text)):
             raise RecordError(problem, repr(record.text[:200]))
         record.meta.update({"width": img.width, "height": img.height, "domain": self.domain,
-                            "phash": domain_phash(img, self.domain, self.phash_reduce),
+                            "phash": self._phash(img, self.domain, self.phash_reduce),
                             "phash_reduce": self.phash_reduce})
         return record
