@@ -87,14 +87,15 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
 
 
 def _warn(rows: dict) -> None:
-    refused: dict[str, list[int]] = {}
+    refused: dict[str, list] = {}
     for a in rows.get("acquisition", []):
-        n = refused.setdefault(a["source"], [0, 0])
+        n = refused.setdefault(a["source"], [0, 0, a["kind"]])
         n[0] += a["items"] if a["outcome"] == "refused" else 0
         n[1] += a["items"]
-    for source, (bad, total) in refused.items():
+    for source, (bad, total, kind) in refused.items():
         if bad:
-            print(f"acquisition: {source}: {bad} of {total} item(s) refused by the network guard "
+            by = "the network guard" if kind == "urls" else "input containment and archive checks"
+            print(f"acquisition: {source}: {bad} of {total} item(s) refused by {by} "
                   f"({100 * bad / total:.1f}%); reasons in the ledger table `acquisition`", file=sys.stderr)
     for flag in rows["mixture_flags"]:
         print(f"warning: stage {flag['stage']}: {flag['kind']}: {flag['message']}", file=sys.stderr)
