@@ -44,7 +44,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     OnError,
 )
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
-from curation.recipe.modalities import Audio, Images, Reasoning
+from curation.recipe.modalities import Audio, Conversations, Images, Interleaved, Reasoning  # noqa: F401
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,
@@ -60,21 +60,10 @@ class Normalize(Strict):
     ftfy: bool = True
 
 
-class Conversations(Strict):
-    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
-    `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
-    row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
-    and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""
-    messages_field: str = "messages"
-    tools_field: str | None = "tools"
-    system_field: str | None = "system"
-    images_field: str | None = "images"
-    audios_field: str | None = "audios"
-
-
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
+    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`, or of interleaved documents
+    # (key.json with texts/images lists + image members), for `modality: interleaved`; `audio` reads a JSONL
     # manifest of clips (see `Audio`), for `modality: audio`
     format: Literal["jsonl", "parquet", "webdataset", "audio"] = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
@@ -129,8 +118,8 @@ class Source(Strict):
     acquire: Acquire | None = None
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
-    # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
-    modality: Literal["text", "image", "audio"] = "text"
+    # modality in the per-stage modality table (Apertus 1.5 Table 3; interleaved documents count as vision data).
+    modality: Literal["text", "image", "audio", "interleaved"] = "text"
     # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
     # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
     license: str | None = Field(default=None, min_length=1, max_length=2000)
@@ -147,6 +136,7 @@ class Source(Strict):
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
+    interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
     weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT)
@@ -159,6 +149,9 @@ class Source(Strict):
 
     def audio_settings(self) -> Audio:
         return self.audio or Audio()
+
+    def interleaved_settings(self) -> Interleaved:
+        return self.interleaved or Interleaved()
 
     @field_validator("license")
     @classmethod
@@ -177,8 +170,9 @@ class Source(Strict):
 
     @model_validator(mode="after")
     def _image_source(self):
-        if self.input.format == "webdataset" and self.modality != "image":
-            raise ValueError("`input.format: webdataset` holds image samples: set `modality: image`")
+        if self.input.format == "webdataset" and self.modality not in ("image", "interleaved"):
+            raise ValueError("`input.format: webdataset` holds image samples or interleaved documents: set "
+                             "`modality: image` or `modality: interleaved`")
         if self.modality == "image" and not (self.input.format == "webdataset" or
                                              (self.input.format == "parquet" and self.input.image_field)):
             raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
@@ -199,6 +193,24 @@ class Source(Strict):
             raise ValueError("audio sources take `audio:` settings, not text `filters`")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
+        return self
+
+    @model_validator(mode="after")
+    def _interleaved_source(self):
+        if self.modality == "interleaved":
+            if self.input.format not in ("parquet", "webdataset"):
+                raise ValueError("an interleaved source reads Parquet rows (`input.format: parquet`) or WebDataset "
+                                 "tars (`input.format: webdataset`) with parallel texts/images lists")
+            if self.images is not None and self.images.caption != "after":   # (the default: a task's spec dumps it)
+                raise ValueError("`images.caption` does not apply to interleaved documents: their text segments "
+                                 "stand where the document puts them")
+        elif self.interleaved is not None:
+            raise ValueError("`interleaved:` settings apply to `modality: interleaved` sources")
+        form = self.input.conversation_form()
+        for kind, given in (("image", self.images), ("audio", self.audio)):
+            if self.modality == "text" and given is not None and kind not in (form.expand_media if form else []):
+                raise ValueError(f"`{'images' if kind == 'image' else kind}:` settings of a text source apply only to "
+                                 f"conversations that expand them (`input.conversations.expand_media: [{kind}]`)")
         return self
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from curation.core.atomic import atomic_write_bytes
 from curation.report.plots import composition_plot, flow_plot, funnel_plot
+from curation.steps.registry import MODALITIES
 
 
 def _table(header: list[str], body: list[list]) -> tuple[str, str]:
@@ -174,6 +175,15 @@ def _modality_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                              a["paired_text_tokens"], a["interleaved"], a["transcription"], a["audio_only"],
                              a["stage2_pool"], a["long_context_pool"], a["batches"], a["padding_pct"]]
                             for a in rows["audio"]])))
+    if rows.get("interleaved"):
+        out.append(("Interleaved documents", "Image-text documents after checks and dedup: images tokenized, listed "
+                    "and removed from kept documents by reason (listed = tokenized + removed); image and text tokens "
+                    "in the shards. Ledger table `interleaved`.",
+                    _table(["source", "documents", "images", "listed", "removed", "by reason", "image tokens",
+                            "text tokens", "batches"],
+                           [[d["source"], d["documents"], d["images"], d["images_listed"], d["images_dropped"],
+                             ", ".join(f"{k} {v}" for k, v in d["images_dropped_by_reason"]) or "-",
+                             d["image_tokens"], d["text_tokens"], d["batches"]] for d in rows["interleaved"]])))
     if rows.get("audio_clusters"):
         c = rows["audio_clusters"]
         out.append(("Audio duplicates", f"{len(c)} groups of clips with equal 16-bit PCM at 24 kHz (exact) or matching "
@@ -229,7 +239,8 @@ def _mixture_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
     """Per stage: the per-source table in Soofi S Appendix B form, then category shares and flags."""
     out = []
     flags = rows.get("mixture_flags", [])
-    modality = {src["source"]: src["modality"] for src in rows["sources"]}
+    # the modality column a source counts in: interleaved image-text documents are vision data (Table 3)
+    modality = {src["source"]: MODALITIES[src["modality"]].budget_family for src in rows["sources"]}
     modal = []
     for st in rows.get("stages", []):
         eff = {"text": 0, "image": 0, "audio": 0}

@@ -29,19 +29,19 @@ SAMPLE_RATE = 24_000
 PEAK_DBFS = -3.0
 
 
-def load_clip(path: Path, start: float | None = None, end: float | None = None) -> np.ndarray:
-    """Decode (a segment of) a file to float32 mono at 24 kHz."""
+def load_clip(path, start: float | None = None, end: float | None = None) -> np.ndarray:
+    """Decode (a segment of) a file, or an open binary file object, to float32 mono at 24 kHz."""
     import soundfile as sf
     import soxr
     try:
-        with sf.SoundFile(str(path)) as f:
+        with sf.SoundFile(path if hasattr(path, "read") else str(path)) as f:
             sr = f.samplerate
             first = int(round((start or 0.0) * sr))
             frames = -1 if end is None else max(0, int(round(end * sr)) - first)
             f.seek(first)
             data = f.read(frames, dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, OSError, ValueError) as e:
-        raise RecordError("undecodable_audio", f"{path.name}: {e}") from None
+        raise RecordError("undecodable_audio", f"{getattr(path, 'name', 'the clip')}: {e}") from None
     mono = data.mean(axis=1, dtype=np.float32)
     if sr != SAMPLE_RATE and mono.size:
         mono = soxr.resample(mono, sr, SAMPLE_RATE, quality="HQ").astype(np.float32)
