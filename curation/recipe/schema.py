@@ -44,7 +44,13 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     OnError,
 )
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
-from curation.recipe.modalities import Audio, Conversations, Images, Interleaved, Reasoning  # noqa: F401
+from curation.recipe.modalities import (  # noqa: F401
+    Audio,
+    Conversations,
+    Images,
+    Interleaved,
+    Reasoning,
+)
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,

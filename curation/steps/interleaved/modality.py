@@ -66,12 +66,16 @@ def image_files(src, path: Path) -> str | None:
     root = Path(path).parent / il.image_root
     refs = set()
     pf = pq.ParquetFile(path)
-    if il.images_field not in pf.schema_arrow.names:
-        return None   # the reader quarantines every row (missing_texts)
-    for batch in pf.iter_batches(batch_size=1024, columns=[il.images_field]):
+    # only the string leaves of the images column (paths, URLs), never the image bytes
+    leaves = [c.path for c in (pf.schema.column(i) for i in range(len(pf.schema)))
+              if c.path.split(".")[0] == il.images_field and c.physical_type == "BYTE_ARRAY"
+              and c.logical_type.type == "STRING"]
+    if not leaves:
+        return None   # bytes only (or no such column: the reader quarantines every row)
+    for batch in pf.iter_batches(batch_size=1024, columns=leaves):
         for entries in batch.column(0).to_pylist():
             for e in entries or []:
-                ref = e.get("path") if isinstance(e, dict) and not e.get("bytes") else e
+                ref = e.get("path") if isinstance(e, dict) else e
                 if isinstance(ref, str) and ref.strip() and not is_url(ref) and not ref.startswith("data:"):
                     refs.add(ref)
     return fingerprint([(r, sha256_file(root / r) if (root / r).is_file() else None) for r in sorted(refs)])

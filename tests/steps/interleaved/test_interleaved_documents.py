@@ -165,3 +165,18 @@ def test_drop_lists_remove_single_images_by_index_and_whole_records_by_id(tmp_pa
     assert [r.id for r in kept] == ["d1"] and kept[0].meta["drop_images"] == {"1": "image_near_duplicate"}
     reasons.update(read_drops(tmp_path / "b.parquet"))   # a whole-record drop of another phase wins
     assert [r.id for r in DropListed("x", reasons).run([_doc("d1", ["a"])])] == []
+
+
+def test_the_process_fingerprint_covers_the_image_files_rows_refer_to(tmp_path):
+    from curation.recipe.schema import Source
+    from curation.steps.interleaved.modality import image_files
+    src = Source.model_validate({"name": "s", "license": "CC0-1.0", "modality": "interleaved",
+                                 "input": {"format": "parquet", "paths": ["*.parquet"]}})
+    (tmp_path / "a.png").write_bytes(encoded(picture(1)))
+    write_parquet(tmp_path / "s.parquet", obelics_rows([["x", ("a.png",), ("https://cdn.example.org/x.png",)]]),
+                  image_type="string")
+    write_parquet(tmp_path / "b.parquet", obelics_rows([["x", encoded(picture(2))]]), image_type="binary")
+    before = image_files(src, tmp_path / "s.parquet")
+    (tmp_path / "a.png").write_bytes(encoded(picture(3)))          # the referenced image changed: so does the hash
+    assert image_files(src, tmp_path / "s.parquet") != before
+    assert image_files(src, tmp_path / "b.parquet") is None         # bytes in the rows: the file's hash covers them

@@ -191,3 +191,17 @@ def test_recipe_validation_of_media_settings():
     assert ok.input.conversations.expand_media == ["image"]
     with pytest.raises(ValidationError, match="lists a kind twice"):
         Source.model_validate(base | {"input": {"paths": ["x"], "conversations": {"expand_media": ["audio", "audio"]}}})
+
+
+def test_the_process_fingerprint_covers_the_media_files_conversations_refer_to(tmp_path):
+    from curation.recipe.schema import Source
+    from curation.steps.text.modality import media_files
+    (tmp_path / "a.png").write_bytes(encoded(picture(1)))
+    (tmp_path / "d.jsonl").write_text(json.dumps(conversation("a.png", base64.b64encode(wav()).decode())) + "\n")
+    src = Source.model_validate({"name": "s", "license": "MIT", "input": {
+        "paths": ["d.jsonl"], "conversations": {"expand_media": ["image", "audio"]}}})
+    before = media_files(src, tmp_path / "d.jsonl")
+    (tmp_path / "a.png").write_bytes(encoded(picture(2)))
+    assert media_files(src, tmp_path / "d.jsonl") != before
+    plain = Source.model_validate({"name": "s", "license": "MIT", "input": {"paths": ["d.jsonl"], "conversations": {}}})
+    assert media_files(plain, tmp_path / "d.jsonl") is None
