@@ -152,7 +152,8 @@ class ParquetInterleavedReader(_Documents, Reader):
 
 
 def tiff_frames(data: bytes) -> list[tuple[bytes | None, str | None]]:
-    """Every frame of a multi-page TIFF as PNG bytes (lossless), or (None, reason) for a frame that cannot be
+    """Every frame of a multi-page TIFF as a single-frame TIFF of its own (lossless, any mode: CMYK and 16-bit
+    frames stay as they are for the image check to normalise), or (None, reason) for a frame that cannot be
     read; frames are checked against the decompression-bomb limit before any pixel is decoded."""
     from PIL import Image, UnidentifiedImageError
     try:
@@ -168,7 +169,7 @@ def tiff_frames(data: bytes) -> list[tuple[bytes | None, str | None]]:
                 out.append((None, "decompression_bomb"))
                 continue
             buf = io.BytesIO()
-            img.copy().save(buf, "PNG")
+            img.copy().save(buf, "TIFF", compression="tiff_deflate")
             out.append((buf.getvalue(), None))
         except (OSError, SyntaxError, ValueError, EOFError):
             out.append((None, "corrupt_image"))
@@ -199,7 +200,8 @@ class WebDatasetInterleavedReader(_Documents, WebDatasetReader):
                 tiff = next((members[t] for t in TIFF if t in members), None)
                 if tiff is not None:
                     frames = tiff_frames(tiff) if frames is None else frames
-                    data, problem = frames[j] if j < len(frames) else (None, "missing_image")
+                    data, problem = frames[j] if j < len(frames) else \
+                        (None, "missing_image" if frames else "corrupt_image")   # fewer frames, or no TIFF at all
                     out.append((data, {"ref": f"{key}.tiff#{j}", **({"problem": problem} if problem else {})}))
                     continue
                 out.append((None, {"ref": f"{key}.{name}", "problem": "missing_image"}))

@@ -180,3 +180,20 @@ def test_the_process_fingerprint_covers_the_image_files_rows_refer_to(tmp_path):
     (tmp_path / "a.png").write_bytes(encoded(picture(3)))          # the referenced image changed: so does the hash
     assert image_files(src, tmp_path / "s.parquet") != before
     assert image_files(src, tmp_path / "b.parquet") is None         # bytes in the rows: the file's hash covers them
+
+
+def test_tiff_frames_of_any_mode_are_kept_lossless():
+    import io
+
+    from PIL import Image
+
+    from curation.steps.image.decode import decode
+    from curation.steps.interleaved.read import tiff_frames
+    rgb, cmyk = picture(1), picture(2).convert("CMYK")
+    buf = io.BytesIO()
+    rgb.save(buf, "TIFF", save_all=True, append_images=[cmyk])
+    frames = tiff_frames(buf.getvalue())
+    assert [p for _, p in frames] == [None, None]
+    assert Image.open(io.BytesIO(frames[1][0])).mode == "CMYK"
+    assert (np.asarray(decode(frames[0][0])) == np.asarray(rgb)).all()
+    assert tiff_frames(b"not a tiff") == []
