@@ -50,6 +50,7 @@ from curation.recipe.modalities import (  # noqa: F401
     Images,
     Interleaved,
     Reasoning,
+    check_media_settings,
 )
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
@@ -202,21 +203,8 @@ class Source(Strict):
         return self
 
     @model_validator(mode="after")
-    def _interleaved_source(self):
-        if self.modality == "interleaved":
-            if self.input.format not in ("parquet", "webdataset"):
-                raise ValueError("an interleaved source reads Parquet rows (`input.format: parquet`) or WebDataset "
-                                 "tars (`input.format: webdataset`) with parallel texts/images lists")
-            if self.images is not None and self.images.caption != "after":   # (the default: a task's spec dumps it)
-                raise ValueError("`images.caption` does not apply to interleaved documents: their text segments "
-                                 "stand where the document puts them")
-        elif self.interleaved is not None:
-            raise ValueError("`interleaved:` settings apply to `modality: interleaved` sources")
-        form = self.input.conversation_form()
-        for kind, given in (("image", self.images), ("audio", self.audio)):
-            if self.modality == "text" and given is not None and kind not in (form.expand_media if form else []):
-                raise ValueError(f"`{'images' if kind == 'image' else kind}:` settings of a text source apply only to "
-                                 f"conversations that expand them (`input.conversations.expand_media: [{kind}]`)")
+    def _media_settings(self):
+        check_media_settings(self)
         return self
 
 

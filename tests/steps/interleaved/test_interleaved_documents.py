@@ -197,3 +197,20 @@ def test_tiff_frames_of_any_mode_are_kept_lossless():
     assert Image.open(io.BytesIO(frames[1][0])).mode == "CMYK"
     assert (np.asarray(decode(frames[0][0])) == np.asarray(rgb)).all()
     assert tiff_frames(b"not a tiff") == []
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"input": {"format": "jsonl", "paths": ["x"]}}, "reads Parquet rows"),
+    ({"images": {"caption": "before"}}, "does not apply to interleaved documents"),
+    ({"modality": "text"}, "apply to `modality: interleaved` sources"),
+    ({"interleaved": {"min_images": 3, "max_images": 2}}, "min_images"),
+])
+def test_recipe_settings_of_interleaved_sources_are_checked(changes, message):
+    from pydantic import ValidationError
+
+    from curation.recipe.schema import Source
+    base = {"name": "s", "license": "CC0-1.0", "modality": "interleaved", "interleaved": {},
+            "input": {"format": "parquet", "paths": ["*.parquet"]}}
+    assert Source.model_validate(base).interleaved_settings().on_bad_image == "drop_image"
+    with pytest.raises(ValidationError, match=message):
+        Source.model_validate(base | changes)
