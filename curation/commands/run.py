@@ -1,6 +1,7 @@
 """`curate run`: acquire, plan, execute the phase table, then write ledger, manifests and report."""
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,9 @@ class RunResult:
 
 
 def choose_executor(plan: Plan, executor: str, address: str | None) -> str:
-    """`auto`: Ray when joining a cluster, else the local executor (no Ray start-up to pay)."""
+    """`auto`: Ray when joining a cluster (`address`, else `RAY_ADDRESS`), else the local executor (no
+    Ray start-up to pay)."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
     if executor != "auto":
         return executor
     return "ray" if address else "local"

@@ -175,3 +175,25 @@ class InputTree:
                 elif p.suffix.lower() in wanted:
                     out.append((p, None if e.is_file() else Refusal(NOT_A_FILE, f"{p} is not a regular file")))
         return sorted(out, key=lambda item: item[0])
+
+
+def name_digests(names: Iterable[str], base: Path, allow_roots: Iterable[Path] = ()) -> list[tuple[str, str | None]]:
+    """(name, sha256 of its bytes) for each name (sorted) relative to `base`, the tree's root, for the
+    fingerprint of an input shard that refers to other files: a name that is missing, or that the tree
+    refuses, gets None (the reading step quarantines it later). Nothing outside the tree is read, not even
+    to hash it."""
+    import hashlib
+    tree = InputTree(base, allow_roots)
+    out = []
+    for name in sorted(set(names)):
+        try:
+            got = tree.open_name(name, base)
+        except (OSError, ValueError):
+            got = None
+        if got is None or isinstance(got, Refusal):
+            out.append((name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), None))
+            continue
+        with got:
+            out.append((name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                        hashlib.file_digest(got, "sha256").hexdigest()))
+    return out

@@ -73,7 +73,7 @@ def audio_duplicates(out: Path, shards: list[tuple[str, str]], ber: dict[str, fl
 
 class AudioNearPhase(NearDuplicatePhase):
     name = "audio_near"
-    modality = "audio"
+    modalities = ("audio",)
     table = "audio_clusters"
     clusters = CLUSTERS
 

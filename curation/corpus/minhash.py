@@ -15,7 +15,8 @@ Global index = position in canonical order (recipe source order, shard, row), so
 "earliest source priority, then shard, then row" is simply the component's minimum, and the result
 cannot depend on worker count or task completion order. With `index:` (earlier output folders), those
 runs' signatures come first in that order: a new document near one of theirs is removed, theirs are
-never recomputed or removed (incremental dedup). Text sources only.
+never recomputed or removed (incremental dedup). Text sources, and the joined text of interleaved
+image-text documents (a near-duplicate page is removed whole; its images are deduplicated by pHash).
 """
 from __future__ import annotations
 
@@ -198,7 +199,7 @@ class MinHashPhase(CorpusPhase):
         return recipe.dedup.minhash is not None
 
     def covers(self, src) -> bool:
-        return src.modality == "text"
+        return src.modality in ("text", "interleaved")
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.dedup.minhash

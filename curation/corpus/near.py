@@ -23,7 +23,7 @@ from curation.steps.droplist import read_drops
 
 class NearDuplicatePhase(CorpusPhase):
     step = "exact_dedup"
-    modality = ""           # the samples it compares
+    modalities: tuple[str, ...] = ()   # the modalities whose samples it compares
     table = ""              # its ledger table of duplicate groups
     clusters = pa.schema([])
 
@@ -43,18 +43,20 @@ class NearDuplicatePhase(CorpusPhase):
         return any(self.covers(s) for s in recipe.sources)
 
     def covers(self, src) -> bool:
-        return src.modality == self.modality
+        return src.modality in self.modalities
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         r = ctx.loaded.recipe
         process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
-        exact = f"exact/{self.modality}" if r.dedup.exact is not None else None
+        # the exact phase's nodes of the covered modalities (one per modality): their removals take no part
+        exact = sorted({f"exact/{ctx.source(n.source).modality}" for n in process}) \
+            if r.dedup.exact is not None else []
         settings = self.settings(r)
         node = Node(self.name, None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": self.name, "settings": settings,
-             "exact": ctx.planned[exact].fingerprint if exact else None,
+             "exact": [ctx.planned[k].fingerprint for k in exact] or None,
              "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-            deps=[n.key for n in process] + ([exact] if exact else []),
+            deps=[n.key for n in process] + exact,
             spec={"settings": settings, "exact": bool(exact), "shards": [(n.source, n.shard) for n in process]})
         return [[node]]
 

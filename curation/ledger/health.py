@@ -38,7 +38,8 @@ def source_failures(recipe, rows: dict) -> list[str]:
         if share > src.max_quarantine_share:
             problems.append(f"source {src.name!r}: {sum(q.values())} of {units} input units quarantined "
                             f"({share:.0%}, above max_quarantine_share {src.max_quarantine_share:.0%}); top reasons: "
-                            f"{_top(q)}. Fix the input (see OUT/quarantine/{src.name}/), or raise "
+                            f"{_top(q)}. Fix the input (see OUT/quarantine/{src.name}/ and the `refused` list of "
+                            f"OUT/raw/{src.name}/acquired.json), or raise "
                             f"`max_quarantine_share` on the source if this is expected")
             continue
         licence_only = units and d and all(r.startswith("licence_") for r in d) and not q

@@ -8,24 +8,14 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from curation.recipe.base import Strict
+from curation.recipe.modalities import Conversations
 from curation.recipe.reading import Decompression, Extract, Pages
-
-
-class Conversations(Strict):
-    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
-    `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
-    row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
-    and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""
-    messages_field: str = "messages"
-    tools_field: str | None = "tools"
-    system_field: str | None = "system"
-    images_field: str | None = "images"
-    audios_field: str | None = "audios"
 
 
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
+    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`, or of interleaved documents
+    # (key.json with texts/images lists + image members), for `modality: interleaved`; `audio` reads a JSONL
     # manifest of clips (see `Audio`), for `modality: audio`; `warc` reads WARC/WET files (.warc,
     # .warc.gz; HTML responses reduced to main text, WET conversions as they are) and `html` reads
     # pages (.html, .html.gz, tars of them; see `Pages`), both with `extract` settings

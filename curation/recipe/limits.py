@@ -29,14 +29,14 @@ def plan_nodes(recipe, files: dict[str, int]) -> dict[str, int]:
     """Task nodes the plan builds for a `Recipe`, by phase, for `files` input files per source (sources
     absent from `files`, e.g. not yet acquired, count 0). Mirrors the phase table
     (`curation.plan.phases`): process + tokenize per file, one merge per source; exact dedup one per
-    modality, image and audio near-duplicates one each; with MinHash, signatures per text file +
+    modality, image and audio near-duplicates one each; with MinHash, signatures per text or interleaved file +
     bands × partitions + clusters; with decontamination, index + match per file + resolve."""
     total = sum(files.get(s.name, 0) for s in recipe.sources)
-    text = sum(files.get(s.name, 0) for s in recipe.sources if s.modality == "text")
+    text = sum(files.get(s.name, 0) for s in recipe.sources if s.modality in ("text", "interleaved"))
     modalities = {s.modality for s in recipe.sources}
     out = {"process": total, "tokenize": total, "merge": len(recipe.sources),
            "exact": len(modalities) if recipe.dedup.exact is not None else 0,
-           "image_near": int("image" in modalities), "audio_near": int("audio" in modalities)}
+           "image_near": int(bool({"image", "interleaved"} & modalities)), "audio_near": int("audio" in modalities)}
     out = {k: v for k, v in out.items() if v}
     mh = recipe.dedup.minhash
     if mh is not None:

@@ -43,9 +43,16 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
-from curation.recipe.inputs import Acquire, Conversations, Input  # noqa: F401 - part of the schema
+from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
-from curation.recipe.modalities import Audio, Images, Reasoning
+from curation.recipe.modalities import (  # noqa: F401
+    Audio,
+    Conversations,
+    Images,
+    Interleaved,
+    Reasoning,
+    check_media_settings,
+)
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,
@@ -67,8 +74,8 @@ class Source(Strict):
     acquire: Acquire | None = None
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
-    # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
-    modality: Literal["text", "image", "audio"] = "text"
+    # modality in the per-stage modality table (Apertus 1.5 Table 3; interleaved documents count as vision data).
+    modality: Literal["text", "image", "audio", "interleaved"] = "text"
     # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
     # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
     license: str | None = Field(default=None, min_length=1, max_length=2000)
@@ -85,6 +92,7 @@ class Source(Strict):
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
+    interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
     # a run fails when more of this source's input units than this share are quarantined, or when the
@@ -101,6 +109,9 @@ class Source(Strict):
 
     def audio_settings(self) -> Audio:
         return self.audio or Audio()
+
+    def interleaved_settings(self) -> Interleaved:
+        return self.interleaved or Interleaved()
 
     @field_validator("license")
     @classmethod
@@ -119,8 +130,9 @@ class Source(Strict):
 
     @model_validator(mode="after")
     def _image_source(self):
-        if self.input.format == "webdataset" and self.modality != "image":
-            raise ValueError("`input.format: webdataset` holds image samples: set `modality: image`")
+        if self.input.format == "webdataset" and self.modality not in ("image", "interleaved"):
+            raise ValueError("`input.format: webdataset` holds image samples or interleaved documents: set "
+                             "`modality: image` or `modality: interleaved`")
         if self.modality == "image" and not (self.input.format == "webdataset" or
                                              (self.input.format == "parquet" and self.input.image_field)):
             raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
@@ -143,6 +155,11 @@ class Source(Strict):
             raise ValueError("audio sources take `audio:` settings, not text `filters`")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
+        return self
+
+    @model_validator(mode="after")
+    def _media_settings(self):
+        check_media_settings(self)
         return self
 
 

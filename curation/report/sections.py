@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from curation.report.removals import group_removals
 from curation.report.table import Cell, Section, table
+from curation.steps.registry import MODALITIES
 
 MIXTURE, DECONT, DEDUP, MEDIA, TRAINING, RECORDS = ("Mixture", "Decontamination", "Deduplication",
                                                      "Images and audio", "Training", "Records and tokens")
@@ -12,7 +13,8 @@ SOURCE_COLUMNS = 8    # up to this many sources, the removal table has a column 
 def mixture_sections(rows: dict) -> list[Section]:
     """Per stage: the per-source table in Soofi S Appendix B form, length buckets, category shares and flags."""
     out = []
-    modality = {src["source"]: src["modality"] for src in rows["sources"]}
+    # the modality column a source counts in: interleaved image-text documents are vision data (Table 3)
+    modality = {src["source"]: MODALITIES[src["modality"]].budget_family for src in rows["sources"]}
     modal = []
     for st in rows.get("stages", []):
         eff = {"text": 0, "image": 0, "audio": 0}
@@ -153,6 +155,15 @@ def media_sections(rows: dict) -> list[Section]:
                                    a["paired_text_tokens"], a["interleaved"], a["transcription"], a["audio_only"],
                                    a["stage2_pool"], a["long_context_pool"], a["batches"], a["padding_pct"]]
                                   for a in rows["audio"]])))
+    if rows.get("interleaved"):
+        out.append(Section(MEDIA, "Interleaved documents", "Image-text documents after checks and dedup: images "
+                           "tokenized, listed and removed from kept documents by reason (listed = tokenized + removed); "
+                           "image and text tokens in the shards. Ledger table `interleaved`.",
+                           table(["source", "documents", "images", "listed", "removed", "by reason", "image tokens",
+                                  "text tokens", "batches"],
+                                 [[d["source"], d["documents"], d["images"], d["images_listed"], d["images_dropped"],
+                                   ", ".join(f"{k} {v}" for k, v in d["images_dropped_by_reason"]) or "-",
+                                   d["image_tokens"], d["text_tokens"], d["batches"]] for d in rows["interleaved"]])))
     return out
 
 

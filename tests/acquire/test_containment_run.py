@@ -95,6 +95,7 @@ sources:
     modality: image
     license: CC0-1.0
     acquire: {{kind: image_folder, path: photos}}
+    max_quarantine_share: 0.9       # most of its files link out of the folder, on purpose
     input: {{format: webdataset, paths: ["images-*.tar"]}}
     images: {{min_side: 64, area: 16384}}
   - name: wds
@@ -174,6 +175,7 @@ sources:
     license: public-domain
     optout: not_available
     acquire: {{kind: audio_folder, path: clips}}
+    max_quarantine_share: 0.9       # most of its clips link out of the folder, on purpose
     input: {{format: audio, paths: [clips.jsonl], id_field: id}}
   - name: manifest
     modality: audio

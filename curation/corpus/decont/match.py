@@ -4,7 +4,8 @@
     decont(source, shard)  every processed document matched against the
                            index, one index shard at a time; a document
                            is flagged by its best item if that reaches
-                           the threshold; images are matched by pHash   → flags/<source>/<shard>.parquet
+                           the threshold; images are matched by pHash
+                           (every image of an interleaved document)    → flags/<source>/<shard>.parquet
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from curation.corpus.decont.images import match_images
 from curation.corpus.decont.index import build_index, match
 from curation.errors import CurateError, RecordError
 from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
+from curation.steps.interleaved.document import image_hashes
 from curation.steps.text.minhash import Shingler
 
 FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
@@ -120,11 +122,14 @@ def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids:
     if not image_items:
         return rows
     t = pq.read_table(processed_path(out, node.source, node.shard), columns=["id", "meta"])
-    metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+    # one entry per training image: (record, pHash, domain); an interleaved document has one per image, and is
+    # flagged (whole: its text often quotes the benchmark item) by its nearest image
+    entries = [(i, h, domain, reduce) for i, m in enumerate(t.column("meta").to_pylist())
+               for _, h, domain, reduce in image_hashes(json.loads(m))]
     found = []
     by_reduce: dict[int, list[int]] = {}
-    for i, m in enumerate(metas):  # written before the reduction was recorded: the default of then
-        by_reduce.setdefault(int(m.get("phash_reduce", DEFAULT_REDUCE)), []).append(i)
+    for e, (_, _, _, reduce) in enumerate(entries):
+        by_reduce.setdefault(reduce, []).append(e)
     for reduce, members in sorted(by_reduce.items()):
         at = [dict(phashes[i]).get(reduce) for i in image_items]
         if None in at:
@@ -132,10 +137,10 @@ def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids:
                               f"{reduce}x{reduce} reduction, the benchmark images only at "
                               f"{sorted(dict(phashes[image_items[0]]))}; re-run the decont_index phase with "
                               f"{reduce} among its reductions")
-        train = np.array([int(metas[i]["phash"], 16) for i in members], dtype=np.uint64)
-        hits = match_images(train, [metas[i]["domain"] for i in members],
+        train = np.array([entries[e][1] for e in members], dtype=np.uint64)
+        hits = match_images(train, [entries[e][2] for e in members],
                             np.array([int(h, 16) for h in at], dtype=np.uint64), node.spec["image_radii"])
-        found += [(members[ti], bi, dist) for ti, bi, dist in hits]
+        found += [(entries[members[ti]][0], bi, dist) for ti, bi, dist in hits]
     best: dict[int, tuple[int, int]] = {}
     for ti, bi, dist in found:
         if ti not in best or (dist, bi) < best[ti]:

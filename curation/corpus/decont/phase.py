@@ -27,6 +27,8 @@ from curation.corpus.decont.review import write_review
 from curation.errors import DecontaminationGuard, RecipeError
 from curation.steps.image.phash import default_reductions, domain_reduce
 
+IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
+
 
 def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
     """Text and image benchmarks as local files with their content hashes (nothing is downloaded)."""
@@ -71,7 +73,8 @@ class DecontPhase(CorpusPhase):
         # benchmark images are hashed at every pHash reduction the image sources use (one per domain setting)
         reductions = sorted({*default_reductions(), *(domain_reduce(s.image_settings().domain,
                                                                       s.image_settings().phash_reduce)
-                                                        for s in ctx.loaded.recipe.sources if s.modality == "image")})
+                                                        for s in ctx.loaded.recipe.sources
+                                                        if s.modality in IMAGE_MODALITIES)})
         index = Node("decont_index", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_index", "ngram": cfg.ngram, "shards": cfg.index_shards,
              "phash_reductions": reductions,
@@ -83,7 +86,7 @@ class DecontPhase(CorpusPhase):
              "threshold": cfg.threshold, "radii": cfg.image_radii}),
             deps=[p.key, index.key], spec={"ngram": cfg.ngram, "shards": cfg.index_shards, "threshold": cfg.threshold,
                                            "image_radii": cfg.image_radii,
-                                           "image": ctx.source(p.source).modality == "image"})
+                                           "image": ctx.source(p.source).modality in IMAGE_MODALITIES})
             for p in ctx.process]
         policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
                   "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}

@@ -3,14 +3,13 @@ processed table, encoded with the WavTokenizer-family codec and laid out as inte
 transcription and audio-only sequences (`curation.steps.audio.tokenize`)."""
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 
-from curation.core.contain import InputTree, Refusal
+from curation.core.contain import name_digests
 from curation.core.hashing import fingerprint
 from curation.core.layout import LONG_CONTEXT, shar_dir
 from curation.core.vocab import Vocabulary
@@ -60,19 +59,7 @@ def manifest_files(src, manifest: Path, base_dir: Path | None = None) -> str:
     # without the recipe's folder only absolute allowed roots are known (relative ones count as absent)
     roots = src.input.allowed_roots(base_dir) if base_dir is not None else \
         [Path(r) for r in src.input.allow_roots if Path(r).is_absolute()]
-    tree = InputTree(base, roots)
-
-    def digest(name: str) -> str | None:
-        try:
-            got = tree.open_name(name, base)
-        except (OSError, ValueError):
-            return None
-        if isinstance(got, Refusal):
-            return None
-        with got:
-            return hashlib.file_digest(got, "sha256").hexdigest()
-    return fingerprint([(n.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), digest(n))
-                        for n in sorted(names)])
+    return fingerprint(name_digests(names, base, roots))
 
 
 class AudioProcessedWriter(ProcessedWriter):
@@ -116,7 +103,7 @@ def _encoder(src, run: dict) -> StepSpec:
 def _ledger_row(run: str, src, stats, counts: dict) -> dict:
     """One source's audio accounting: clips, hours, codes and paired text, sequences by kind and pool."""
     n = stats.notes
-    g = lambda k: int(n.get(k, 0))  # noqa: E731
+    g = lambda k: int(n.get(k, 0))
     return {"run": run, "source": src.name, "category": src.category, "clips": g("clips"),
             "hours": round(n.get("seconds", 0) / 3600, 6), "audio_codes": g("codes"),
             "audio_tokens": counts["audio"], "paired_text_tokens": counts["text"],
