@@ -115,3 +115,34 @@ def flow_plot(rows: dict, path: Path) -> Path:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return _save(fig, path)
+
+
+def quality_plot(rows: dict, path: Path, most: int = 12) -> Path:
+    """Score histogram per pool and language (kept stacked on dropped), the threshold as a vertical line;
+    the `most` largest groups, one panel each."""
+    plt = _pyplot()
+
+    groups = sorted(rows["quality_thresholds"], key=lambda t: (-t["documents"], t["pool"], t["language"]))[:most]
+    cols = min(len(groups), 3)
+    lines = -(-len(groups) // cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(4.2 * cols, 2.9 * lines), squeeze=False)
+    for ax, t in zip(axes.flat, groups):
+        bins = [h for h in rows["quality_histogram"] if h["pool"] == t["pool"] and h["language"] == t["language"]]
+        left = [h["lower"] for h in bins]
+        width = [h["upper"] - h["lower"] for h in bins]
+        kept = [h["kept"] for h in bins]
+        ax.bar(left, kept, width, align="edge", color="C2", label="kept")
+        ax.bar(left, [h["documents"] - h["kept"] for h in bins], width, bottom=kept, align="edge", color="0.75",
+               label="dropped")
+        ax.axvline(t["threshold"], color="C3", linewidth=1.2, label=f"threshold {t['threshold']:.4g}")
+        pool = "" if t["pool"] == "default" else f"{t['pool']}: "
+        ax.set_title(f"{pool}{t['language']}: kept {t['kept']:,} of {t['documents']:,}", fontsize=9)
+        ax.set_xlim(0, 1.01)   # fastText probabilities reach 1.00001
+        ax.set_xlabel(f"meta.{t['field']}", fontsize=8)
+        ax.set_ylabel("documents", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(groups):]:
+        ax.set_visible(False)
+    fig.suptitle("Quality scores per language, selection threshold marked", fontsize=10)
+    return _save(fig, path)

@@ -1,38 +1,23 @@
 """The run report: Markdown and HTML with the same tables, plus a funnel plot.
 
 Sections: run summary, per-source summary, step-by-step counts, drop and quarantine
-reasons, tokens by modality. Everything comes from the ledger rows of this run.
+reasons, tokens by modality, and those of the phases and steps a recipe uses (mixture, compliance,
+decontamination, clusters, quality selection and toxicity: `curation.report.quality`). Everything
+comes from the ledger rows of this run.
 """
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 from curation.core.atomic import atomic_write_bytes
-from curation.report.plots import composition_plot, flow_plot, funnel_plot
+from curation.report.plots import composition_plot, flow_plot, funnel_plot, quality_plot
+from curation.report.quality import quality_sections
+from curation.report.tables import inline as _inline
+from curation.report.tables import table as _table
 
 
-def _table(header: list[str], body: list[list]) -> tuple[str, str]:
-    def fmt(v):
-        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
-    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in body]
-    h = ["<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"]
-    for row in body:
-        cells = "".join(f"<td class='{'num' if isinstance(c, (int, float)) else ''}'>{html.escape(fmt(c))}</td>"
-                        for c in row)
-        h.append(f"<tr>{cells}</tr>")
-    h.append("</tbody></table>")
-    return "\n".join(md), "\n".join(h)
-
-
-def _inline(text: str) -> str:
-    """Escape for HTML and render `code` spans as in the Markdown version."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
-
-
-def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
+def _sections(rows: dict, quality_png: str | None = None) -> list[tuple[str, str, tuple[str, str]]]:
     tokens = {t["source"]: t for t in rows["tokens"]}
     first = {r["source"]: r["records_in"] for r in rows["steps"] if r["position"] == 0}
     total_tokens = sum(t["total_tokens"] for t in rows["tokens"]) or 1
@@ -57,6 +42,7 @@ def _sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
         *_compliance_sections(rows),
         *_decont_sections(rows),
         *_cluster_sections(rows),
+        *quality_sections(rows, quality_png),
         *_image_cluster_sections(rows),
         *_modality_sections(rows),
         *_consumed_sections(rows),
@@ -216,8 +202,9 @@ def _cluster_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
             for b in c["sources"]:
                 overlap[(a, b)] += 1
     return [
-        ("Near-duplicate clusters", f"{len(clusters)} clusters of MinHash near-duplicates; each keeps its "
-         "earliest document (recipe source order, then shard, then position). Members: ledger table `clusters`.",
+        ("Near-duplicate clusters", f"{len(clusters)} clusters of MinHash near-duplicates; each keeps one "
+         "document, which names the cluster (`dedup.minhash.keep`: `earliest` in recipe source order, then shard, "
+         "then position; `highest_quality`: the highest score, ties the earliest). Members: ledger table `clusters`.",
          _table(["cluster size", "clusters", "documents removed"],
                 [[k, v, v * (k - 1)] for k, v in sorted(sizes.items())])),
         ("Cross-source overlap", "Clusters with members in both sources (diagonal: clusters touching the source).",
@@ -301,7 +288,8 @@ def write_report(rows: dict, out: Path) -> Path:
     head = (f"Recipe `{run['recipe']}`, fingerprint `{run['run']}`, vocabulary `{run['vocabulary']}`, "
             f"stages: {run['stages']}. Manifests in `manifests/`, ledger in `ledger/` "
             f"(query with `curate ledger <out>`).")
-    sections = _sections(rows)
+    quality = quality_plot(rows, rdir / "quality.png").name if rows.get("quality_thresholds") else None
+    sections = _sections(rows, quality)
     md = [f"# Curation report: {run['recipe']}", "", head, "", f"![records and tokens]({png.name})", ""]
     if comp:
         md += [f"![mixture flow across stages]({flow.name})", "", f"![composition by stage]({comp.name})", ""]
