@@ -45,7 +45,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
 )
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import Audio, Images, Reasoning
-from curation.recipe.selection import Select, check_scores
+from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,
@@ -175,6 +175,11 @@ class Source(Strict):
                 and self.licence_field.split(".")[0] not in self.input.metadata_fields:
             raise ValueError(f"licence_field {self.licence_field!r} is never read: add "
                              f"{self.licence_field.split('.')[0]!r} to input.metadata_fields")
+        return self
+
+    @model_validator(mode="after")
+    def _selection(self):
+        check_select(self)   # a score it writes, a language it has (`curation.recipe.selection`)
         return self
 
     @model_validator(mode="after")

@@ -91,25 +91,29 @@ def pools(recipe) -> dict[str, list]:
     return out
 
 
+def check_select(src) -> None:
+    """A source's `select` must rank a text score it writes, by a language it has (a ValueError says how)."""
+    sel = src.select
+    if sel is None:
+        return
+    if src.modality != "text":
+        raise ValueError(f"`select` ranks documents by a text score; {src.modality} sources cannot take it")
+    if sel.field not in scored_fields(src):
+        raise ValueError(_unscored(sel.field, "select", src))
+    if sel.by == "language" and not has_language(src):
+        raise ValueError(f"select (by: language): source {src.name!r} has no language; add a `language` filter "
+                         f"or a `quality` step (it identifies the language), or use `by: none`")
+
+
 def check_scores(recipe) -> None:
-    """Every source a score-driven rule covers must score its field (a ValueError says which and how)."""
+    """Sources of one pool agree on its rule; a score-driven survivor rule has a score on every text source."""
     for pool, sources in pools(recipe).items():
         first = sources[0]
-        for src in sources:
-            sel = src.select
-            if src.modality != "text":
-                raise ValueError(f"source {src.name!r}: `select` ranks documents by a text score; "
-                                 f"{src.modality} sources cannot take it")
-            if sel.settings() != first.select.settings():
+        for src in sources[1:]:
+            if src.select.settings() != first.select.settings():
                 raise ValueError(f"select pool {pool!r}: sources {first.name!r} and {src.name!r} declare different "
-                                 f"settings ({first.select.settings()} vs {sel.settings()}); a pool is ranked "
-                                 f"with one rule: use the same settings (a YAML anchor) or another `pool:`")
-            if sel.field not in scored_fields(src):
-                raise ValueError(_unscored(sel.field, "select", src))
-            if sel.by == "language" and not has_language(src):
-                raise ValueError(f"select (by: language): source {src.name!r} has no language; add a "
-                                 f"`language` filter or a `quality` step (it identifies the language), "
-                                 f"or use `by: none`")
+                                 f"settings ({first.select.settings()} vs {src.select.settings()}); a pool is "
+                                 f"ranked with one rule: use the same settings (a YAML anchor) or another `pool:`")
     mh = recipe.dedup.minhash
     if mh is not None and mh.keep == "highest_quality":
         if mh.score_field is None:

@@ -156,6 +156,7 @@ def _expect(res, fraction=0.3):
     return {f"{d['source']}/{d['id']}" for d, k in zip(docs, keep) if k}, thresholds, docs
 
 
+@pytest.mark.slow
 def test_selection_keeps_exactly_the_top_fraction_per_language_ties_in_canonical_order(tmp_path):
     res = run(_corpus(tmp_path), tmp_path / "out", progress=False)
     want, thresholds, docs = _expect(res)
@@ -185,6 +186,7 @@ def test_selection_keeps_exactly_the_top_fraction_per_language_ties_in_canonical
     assert (res.out / "reports" / "quality.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_a_different_shard_order_moves_only_the_tie_breaks(tmp_path):
     """Thresholds are a property of the scores alone; which of the tied documents are kept follows the
     canonical order, here with a/00001 listed first."""
@@ -285,6 +287,7 @@ def _resolve_peak(tmp: Path, shards: int, rows: int) -> tuple[int, int]:
     return peak, kept
 
 
+@pytest.mark.slow
 def test_resolve_memory_follows_the_shard_not_the_corpus(tmp_path):
     """Four times the corpus in four times as many shards of the same size: the resolve task's peak
     (Python and numpy heap, tracemalloc, plus Arrow's pool) stays that of one shard."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from curation.commands.run import run
 from curation.corpus.minhash import highest_quality
@@ -42,6 +43,7 @@ def _survivors(res) -> list[tuple[str, str, int]]:
     return [(c["kept_source"], c["kept_id"], c["size"]) for c in res.rows["clusters"]]
 
 
+@pytest.mark.slow
 def test_the_survivor_of_a_cluster_is_its_best_scored_document(tmp_path):
     earliest = run(_recipe(tmp_path, [0.2, 0.7], [0.7, 0.1], "earliest"), tmp_path / "e", progress=False)
     best = run(_recipe(tmp_path, [0.2, 0.7], [0.7, 0.1], "highest_quality"), tmp_path / "q", progress=False)
