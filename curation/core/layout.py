@@ -46,6 +46,11 @@ def quarantine_path(out: Path, source: str, shard: str, phase: str) -> Path:
     return out / "quarantine" / source / f"{shard}.{phase}.jsonl"
 
 
+def decisions_path(out: Path, source: str, shard: str, phase: str) -> Path:
+    """Every record a task dropped or quarantined, with its reason and evidence (hive-partitioned by source)."""
+    return ledger_dir(out) / "decisions" / f"source={source}" / f"{shard}.{phase}.parquet"
+
+
 def work_dir(out: Path, phase: str) -> Path:
     return out / "work" / phase
 

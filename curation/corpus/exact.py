@@ -38,7 +38,8 @@ def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list
             if hit is not None:
                 keep_source, keep_id = first[hit]
                 dups.append({"source": source, "shard": shard, "id": rid, "reason": hit[-2],
-                             "duplicate_of_source": keep_source, "duplicate_of_id": keep_id})
+                             "duplicate_of_source": keep_source, "duplicate_of_id": keep_id,
+                             "detail": f"{keep_source}/{keep_id}"})
             else:
                 for k in keys:
                     first[k] = (source, rid)

@@ -197,7 +197,7 @@ def run_clusters(out: Path, node: Node, phase: "MinHashPhase") -> dict:
     atomic_write_parquet(base / "clusters.parquet", pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
     params = {k: spec["cfg"][k] for k in ("ngram", "seed", "language")} | {"bands": spec["bands"], "rows": spec["rows"]}
     atomic_write_json(base / "params.json", params)
-    drops = phase.write_drops(out, shards, [r | {"reason": "near_duplicate"} for r in dup_rows])
+    drops = phase.write_drops(out, shards, [r | {"reason": "near_duplicate", "detail": r["cluster"]} for r in dup_rows])
     return {"duplicates": len(dup_rows), "clusters": len(cluster_rows), "edges": int(all_edges.shape[0]),
             "indexed": indexed, "outputs": ["work/minhash/duplicates.parquet", "work/minhash/clusters.parquet",
                                              "work/minhash/params.json", *drops]}

@@ -43,7 +43,7 @@ from curation.core.layout import drops_path, processed_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.corpus.select_ledger import TABLES, TIE_RULE, ledger_rows
-from curation.corpus.select_radix import GroupStats, resolve_groups
+from curation.corpus.select_radix import GroupStats, from_key, resolve_groups
 from curation.errors import RecipeError
 from curation.recipe.selection import ALL, Select, pools
 from curation.steps.droplist import SCHEMA as DROPS
@@ -117,6 +117,13 @@ def stream(out: Path, shards: list[tuple[str, str]], index: dict[str, int], ids:
         yield row + (t.column("id"),) if ids else row
 
 
+def _evidence(names: list[str], cut: list[float], groups: np.ndarray, scores: np.ndarray) -> pa.Array:
+    """Why each dropped document is out: its score against its group's threshold (exact values)."""
+    return pa.array([f"{names[g]}: score {s!r} " + ("below the threshold" if s < cut[g] else
+                                                    "ties the threshold, after the kept ties") + f" {cut[g]!r}"
+                     for g, s in zip(groups.tolist(), scores.tolist())], pa.string())
+
+
 def run_resolve(out: Path, node: Node, phase: "SelectPhase") -> dict:
     """One pool: thresholds per group, then the drop list of every shard of the pool's sources."""
     spec = node.spec
@@ -129,14 +136,17 @@ def run_resolve(out: Path, node: Node, phase: "SelectPhase") -> dict:
     names = sorted(index, key=index.get)
     k = [math.ceil(cfg.fraction(g) * n) for g, n in zip(names, stats.counts(len(names)))]
     thresholds = resolve_groups(lambda: ((g, s) for _, _, g, s in stream(out, shards, index)), stats, k)
+    cut = from_key(thresholds.key).tolist()
     drops, dropped = [], 0
     for source, shard, groups, scores, rids in stream(out, shards, index, ids=True):
-        gone = rids.filter(pa.array(~thresholds.keep(source, groups, scores)))
+        gone = ~thresholds.keep(source, groups, scores)
         path = drops_path(out, phase.name, source, shard)   # shard by shard, as Arrow columns: one shard's memory
-        atomic_write_parquet(path, pa.table({"id": gone, "reason": pa.array([REASON] * len(gone), pa.string())},
+        atomic_write_parquet(path, pa.table({"id": rids.filter(pa.array(gone)),
+                                             "reason": pa.array([REASON] * int(gone.sum()), pa.string()),
+                                             "detail": _evidence(names, cut, groups[gone], scores[gone])},
                                             schema=DROPS))
         drops.append(str(path.relative_to(out)))
-        dropped += len(gone)
+        dropped += int(gone.sum())
     result = thresholds.summary(names, stats, k, {g: float(cfg.fraction(g)) for g in names}, cfg.field)
     result["covered"] = list(dict.fromkeys(s for s, _ in shards))
     path = work_dir(out, "select") / f"{node.shard}.json"

@@ -4,7 +4,9 @@ Each table is `<out>/ledger/<table>.parquet` (sorted rows, fixed schema, so the 
 writes the same bytes) and the same data as a table in `ledger.duckdb`, plus views:
 - `funnel`: per source, records read, kept and tokens,
 - `drop_reasons`: drops and quarantines by source, step and reason in one list,
-- `category_shares`: per stage and category, effective tokens and share against the target.
+- `category_shares`: per stage and category, effective tokens and share against the target,
+- `decisions`: one row per dropped or quarantined record (source, shard, id, step, outcome, reason,
+  detail: the kept copy, cluster or matched benchmark item), read in place from `decisions/`.
 """
 from __future__ import annotations
 
@@ -52,6 +54,14 @@ def write_ledger(rows: dict[str, list[dict]], ledger_dir: Path) -> Path:
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{path}')")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
+        decisions = ledger_dir / "decisions"
+        if any(decisions.glob("source=*/*.parquet")):   # per-record evidence, read in place (not copied)
+            glob = str(decisions / "source=*" / "*.parquet").replace("'", "''")
+            con.execute(f"CREATE VIEW decisions AS SELECT * FROM read_parquet('{glob}', hive_partitioning = true)")
+        else:
+            con.execute("CREATE VIEW decisions AS SELECT NULL::VARCHAR AS source, NULL::VARCHAR AS shard, "
+                        "NULL::VARCHAR AS id, NULL::VARCHAR AS step, NULL::VARCHAR AS outcome, "
+                        "NULL::VARCHAR AS reason, NULL::VARCHAR AS detail WHERE false")
     finally:
         con.close()
     os.replace(tmp, db)

@@ -147,6 +147,11 @@ def _remove_stale(mdir: Path, stages: set[str]) -> None:
             shutil.rmtree(old)
 
 
+def remove_manifests(out: Path) -> None:
+    """A failed run leaves no manifest of an earlier run looking current."""
+    _remove_stale(out / "manifests", set())
+
+
 def load_manifest(path: Path) -> dict:
     try:
         m = json.loads(Path(path).read_text())

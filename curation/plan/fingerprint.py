@@ -27,7 +27,7 @@ def digest(out: Path, node: Node) -> str | None:
         except FileNotFoundError:
             return None
         return fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": node.spec["process_fingerprint"],
-                            "encoder": node.spec["encoder"], "slices": slices})
+                            "encoder": node.spec["encoder"], "slices": slices, "decisions": node.spec["decisions"]})
     if node.phase == "merge":
         parts = []
         for key in node.deps:

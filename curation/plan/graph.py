@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from curation.core.extras import require
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.vocab import Vocabulary
@@ -99,10 +100,11 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
             chain = process_chain(src, comp, f.path, loaded.base_dir)
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "modality": src.modality,
                               "reader": modality.reader_settings(src), "steps": [[s.name, s.settings] for s in chain],
-                              "input": f.sha256, "files": modality.input_files(src, f.path)})
+                              "input": f.sha256, "files": modality.input_files(src, f.path, loaded.base_dir),
+                              "decisions": loaded.recipe.decisions})
             nodes.append(Node("process", src.name, f.shard_id, fp, spec={
                 "source": src.model_dump(mode="json"), "path": str(f.path), "rel": f.rel,
-                "base_dir": str(loaded.base_dir), "compliance": comp}))
+                "base_dir": str(loaded.base_dir), "compliance": comp, "decisions": loaded.recipe.decisions}))
     return nodes
 
 
@@ -128,10 +130,10 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
                  for _, names in drops for name in names]
         encoder = encoder_spec(src, run)
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
-                          "encoder": encoder.settings, "reads": reads})
+                          "encoder": encoder.settings, "reads": reads, "decisions": r.decisions})
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key], spec={
             "source": p.spec["source"], "run": run, "drops": drops, "encoder": encoder.settings,
-            "process_fingerprint": p.fingerprint,
+            "process_fingerprint": p.fingerprint, "decisions": r.decisions,
             "outputs": list(MODALITIES[src.modality].outputs(src))}))
     merge = []
     for src in r.sources:
@@ -147,6 +149,9 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
 def load_plan(recipe_path, raw_root=None) -> Plan:
     """Load a recipe (inputs resolved, acquired ones under `raw_root`) and plan it."""
     loaded = load_recipe(recipe_path, raw_root=raw_root)
+    for modality, extra in (("image", "images"), ("audio", "audio")):   # optional dependencies, named
+        if any(s.modality == modality for s in loaded.recipe.sources):
+            require(extra, f"{modality} sources")
     vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
     vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
     return build_plan(loaded, vocab)

@@ -43,6 +43,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
+from curation.recipe.inputs import Acquire, Conversations, Input  # noqa: F401 - part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import Audio, Images, Reasoning
 from curation.recipe.selection import Select, check_scores, check_select
@@ -59,69 +60,6 @@ class Normalize(Strict):
     """Unicode normalisation applied before any filter."""
     nfc: bool = True
     ftfy: bool = True
-
-
-class Conversations(Strict):
-    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
-    `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
-    row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
-    and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""
-    messages_field: str = "messages"
-    tools_field: str | None = "tools"
-    system_field: str | None = "system"
-    images_field: str | None = "images"
-    audios_field: str | None = "audios"
-
-
-class Input(Strict):
-    # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
-    # manifest of clips (see `Audio`), for `modality: audio`
-    format: Literal["jsonl", "parquet", "webdataset", "audio"] = "jsonl"
-    # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
-    paths: list[str] = Field(min_length=1)
-    text_field: str = "text"          # for image sources: the caption field (optional)
-    id_field: str | None = None
-    metadata_fields: list[str] = []
-    image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
-    # SFT conversations in the chat template (role, tool and thinking markers, media placeholders), so a
-    # trainer can derive its loss mask from the markers; without it a list in `text_field` is joined as plain text
-    conversations: Conversations | None = None
-    turn_roles: bool = False          # earlier spelling: `conversations` with `messages_field: <text_field>`
-
-    def conversation_form(self) -> Conversations | None:
-        if self.conversations is None and self.turn_roles:
-            return Conversations(messages_field=self.text_field)
-        return self.conversations
-
-    @model_validator(mode="after")
-    def _conversations(self):
-        if self.conversations is not None and (self.turn_roles or self.format not in ("jsonl", "parquet")):
-            raise ValueError("`conversations` reads jsonl or parquet rows and replaces `turn_roles`; keep one")
-        return self
-
-
-class Acquire(Strict):
-    """Bring a source into `<out>/raw/<source>/` before it is read (see `curation.acquire.sources`).
-
-    `archive`: a tar/zip file, extracted safely. `fsspec`: files matching an fsspec URL glob
-    (`file://`, `memory://`, `s3://...` with its package installed), copied. `urls`: a URL list
-    (`.txt`, one per line, or `.jsonl` with `url_field` and metadata), downloaded behind the network
-    guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura), image sources
-    WebDataset tars `images-NNNNN.tar`. `image_folder`: a local folder of images (sidecar `.txt`
-    captions, `.json` fields) packed into those tars. `audio_folder`: a local folder of audio files
-    (sidecar `.txt` transcripts) copied with a clip manifest `clips.jsonl`."""
-    kind: Literal["archive", "fsspec", "urls", "image_folder", "audio_folder"]
-    path: str
-    url_field: str = "url"
-    timeout_s: float = Field(default=10.0, gt=0, le=3600)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    per_host: int = Field(default=2, ge=1, le=64)
-    host_interval_s: float = Field(default=0.0, ge=0, le=3600)
-    workers: int = Field(default=8, ge=1, le=256)
-    # one download is read into memory whole, so it is bounded by what one process may hold
-    max_bytes: int = Field(default=64 * 2**20, ge=1, le=2**32)
-    max_archive_bytes: int = Field(default=20 * 2**30, ge=1, le=2**44)
 
 
 class Source(Strict):
@@ -150,6 +88,10 @@ class Source(Strict):
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
+    # a run fails when more of this source's input units than this share are quarantined, or when the
+    # source keeps nothing (unless the licence policy excluded it, or `allow_empty`): never a quiet pass
+    max_quarantine_share: float = Field(default=0.5, ge=0, le=1)
+    allow_empty: bool = False
     weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT)
     max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
@@ -194,6 +136,8 @@ class Source(Strict):
                 self.modality != "image" or self.input.format != "webdataset"):
             raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
                              "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
+        if self.input.format in ("warc", "html") and self.modality != "text":
+            raise ValueError(f"`input.format: {self.input.format}` yields text documents: use `modality: text`")
         if (self.input.format == "audio") != (self.modality == "audio"):
             raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
                              "`input: {format: audio, paths: [manifest.jsonl]}`")
@@ -338,6 +282,9 @@ class Recipe(Strict):
                                                                          "web_ui": None}
     # the audio codec: a seeded configuration (tokenizers/curate-demo-wavtokenizer.yaml) or a checkpoint
     audio_tokenizer: str | None = None
+    # one row per dropped or quarantined record (source, shard, id, step, reason, evidence) in
+    # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
+    decisions: bool = True
     tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
     sources: list[Source] = Field(min_length=1)
 

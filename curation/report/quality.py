@@ -1,49 +1,48 @@
-"""Report sections of the model classifiers: the selection's thresholds per language (with the score
-histograms, threshold marked), what it kept per source, and the toxicity filter per source and language.
-Read from the ledger tables `quality_thresholds`, `quality_selected`, `quality_histogram` and `toxicity`."""
+"""Report sections of the model classifiers, from the ledger tables `quality_thresholds`,
+`quality_selected`, `quality_histogram` and `toxicity`: the selection's thresholds per pool and
+language, what it kept per source, the toxicity filter per source and language; and the figure of
+the score histograms per language with the threshold marked (`quality_plot`)."""
 from __future__ import annotations
 
-import html
+from curation.report.table import Section, table
 
-from curation.report.tables import table
-
-
-def _fmt(score: float) -> str:
-    return f"{score:.6g}"
+CLASSIFIERS = "Model classifiers"
 
 
-def quality_sections(rows: dict, plot: str | None) -> list[tuple[str, str, tuple[str, str]]]:
-    """`plot`: the file name of the histograms (`quality.png`, beside the report), or None."""
+def _share(kept: int, n: int) -> str:
+    return f"{100 * kept / max(n, 1):.1f}%"
+
+
+def quality_sections(rows: dict) -> list[Section]:
     out = []
     thresholds = rows.get("quality_thresholds", [])
     if thresholds:
-        body = [[t["pool"], t["language"], t["documents"], t["kept"], f"{100 * t['kept'] / max(t['documents'], 1):.1f}%",
-                 _fmt(t["threshold"]), t["above"], t["tied"], t["tied_kept"], f"{t['top_fraction']:g}"]
-                for t in thresholds]
-        md, h = table(["pool", "language", "documents", "kept", "kept share", "threshold", "above", "tied",
-                       "tied kept", "top fraction"], body)
-        if plot:
-            md = f"![score histograms per language, threshold marked]({plot})\n\n{md}"
-            h = f"<img src='{html.escape(plot)}' alt='score histograms per language with the threshold marked'>{h}"
-        field = thresholds[0]["field"]
-        out.append(("Quality selection", f"Per pool and language: of the documents that reached the `select` step "
-                    f"(after dedup and decontamination), exactly ceil(top fraction × documents) are kept, ranked by "
-                    f"`meta.{field}` (highest first); the threshold is the last kept score. Tie rule: "
-                    f"{thresholds[0]['tie_rule']} (above: documents scoring more than the threshold; tied: scoring "
-                    f"exactly it). The rest are dropped as `below_quality_quantile`. Ledger tables "
-                    f"`quality_thresholds`, `quality_selected`, `quality_histogram`.", (md, h)))
-        sel = rows.get("quality_selected", [])
-        out.append(("Quality selection per source", "Documents of each source and language that reached the "
-                    "`select` step, and those kept.",
-                    table(["pool", "source", "language", "documents", "kept", "kept share"],
-                          [[s["pool"], s["source"], s["language"], s["documents"], s["kept"],
-                            f"{100 * s['kept'] / max(s['documents'], 1):.1f}%"] for s in sel])))
+        t0 = thresholds[0]
+        out.append(Section(CLASSIFIERS, "Quality selection",
+                           "Per pool and language: of the documents that reached the `select` step (after dedup and "
+                           f"decontamination), exactly ceil(top fraction × documents) are kept, ranked by "
+                           f"`meta.{t0['field']}`, highest first; the threshold is the last kept score. Tie rule: "
+                           f"{t0['tie_rule']} (above: documents scoring more than the threshold; tied: exactly it). "
+                           "The rest are dropped as `below_quality_quantile`. Ledger table `quality_thresholds`; the "
+                           "histograms are a figure above.",
+                           table(["pool", "language", "documents", "kept", "kept share", "threshold", "above", "tied",
+                                  "tied kept", "top fraction"],
+                                 [[t["pool"], t["language"], t["documents"], t["kept"],
+                                   _share(t["kept"], t["documents"]), f"{t['threshold']:.6g}", t["above"], t["tied"],
+                                   t["tied_kept"], f"{t['top_fraction']:g}"] for t in thresholds])))
+        out.append(Section(CLASSIFIERS, "Quality selection per source",
+                           "Documents of each source and language that reached the `select` step, and those kept. "
+                           "Ledger table `quality_selected`.",
+                           table(["pool", "source", "language", "documents", "kept", "kept share"],
+                                 [[s["pool"], s["source"], s["language"], s["documents"], s["kept"],
+                                   _share(s["kept"], s["documents"])] for s in rows.get("quality_selected", [])])))
     tox = rows.get("toxicity", [])
     if tox:
-        out.append(("Toxicity", "Documents scored by the `toxicity` step per source and language, and those "
-                    "dropped (reason `toxic`: the toxic probability at least the language's threshold). Ledger "
-                    "table `toxicity`.",
-                    table(["source", "language", "scored", "toxic", "toxic share"],
-                          [[t["source"], t["language"], t["scored"], t["toxic"], f"{100 * t['toxic_share']:.2f}%"]
-                           for t in tox])))
+        out.append(Section(CLASSIFIERS, "Toxicity",
+                           "Documents scored by the `toxicity` step per source and language, and those dropped "
+                           "(reason `toxic`: a toxic probability at least the language's threshold). Ledger table "
+                           "`toxicity`.",
+                           table(["source", "language", "scored", "toxic", "toxic share"],
+                                 [[t["source"], t["language"], t["scored"], t["toxic"],
+                                   f"{100 * t['toxic_share']:.2f}%"] for t in tox])))
     return out

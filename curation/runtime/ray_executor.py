@@ -8,10 +8,13 @@ ports have no authentication, so an embedded run must never listen on a public i
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from curation.errors import CurateError
+from curation.runtime import cluster
 from curation.runtime.progress import Bar
 
 
@@ -24,26 +27,35 @@ def _loopback_env() -> None:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True):
+    def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True,
+                 out: Path | None = None, inputs: Sequence[Path] = ()):
+        """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry)."""
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.progress = progress
+        self.out, self.inputs = out, inputs
         self._started = False
 
     def __enter__(self) -> "RayExecutor":
-        _loopback_env()
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not self.address:
+            _loopback_env()   # before Ray reads it; only embedded: a cluster driver must not hide on loopback
         import ray
         self.ray = ray
         if ray.is_initialized():
             self._started = False
         elif self.address:
-            try:
-                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False,
-                         _node_ip_address="127.0.0.1" if self.address.startswith(("127.", "localhost")) else None)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise CurateError(f"cannot join the Ray cluster at {self.address}: {e}; check that "
-                                  f"`ray start --head` runs there and the address is right") from None
+            cluster.connect(self.address)   # token auth; errors name the cause
             self._started = True
+            if self.out is not None:
+                try:
+                    nodes = cluster.check_nodes(self.out, self.inputs)
+                except BaseException:
+                    ray.shutdown()
+                    raise
+                if self.progress:
+                    print(f"cluster: {len(nodes)} node(s) checked: curate, libraries, {self.out} and "
+                          f"{len(self.inputs)} input(s)", file=sys.stderr)
         else:
             ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
                      _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False,

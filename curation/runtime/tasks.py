@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.core.atomic import atomic_write_jsonl
+import pyarrow as pa
+
+from curation.core.atomic import atomic_write_jsonl, atomic_write_parquet
+from curation.core.io import as_location
 from curation.core.layout import (
     codes_dir,
+    decisions_path,
     drops_path,
     part_prefix,
     processed_path,
@@ -28,9 +32,24 @@ from curation.steps.encode import BatchCodes
 from curation.steps.modality import read_processed
 from curation.steps.registry import MODALITIES
 
+DECISIONS = pa.schema([("shard", pa.string()), ("id", pa.string()), ("step", pa.string()), ("outcome", pa.string()),
+                       ("reason", pa.string()), ("detail", pa.string())])
+
 
 def _rel(out: Path, path: Path) -> str:
     return str(Path(path).relative_to(out))
+
+
+def _write_sink(out: Path, node: Node, sink: QuarantineSink, phase: str) -> None:
+    """The task's quarantined records, and (unless the recipe turned them off) its decisions."""
+    atomic_write_jsonl(quarantine_path(out, node.source, node.shard, phase), sink.entries)
+    path = decisions_path(out, node.source, node.shard, phase)
+    if not node.spec.get("decisions") or not sink.decisions:
+        path.unlink(missing_ok=True)
+        return
+    step, rid, outcome, reason, detail = (list(c) for c in zip(*sink.decisions))
+    atomic_write_parquet(path, pa.table({"shard": [node.shard] * len(rid), "id": rid, "step": step,
+                                         "outcome": outcome, "reason": reason, "detail": detail}, schema=DECISIONS))
 
 
 def run_process(out: Path, node: Node) -> dict:
@@ -39,8 +58,9 @@ def run_process(out: Path, node: Node) -> dict:
     modality = MODALITIES[src.modality]
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
-    reader = modality.reader(src, Path(spec["path"]), shard_label=spec["rel"], **common)
-    steps = build_steps(process_chain(src, spec["compliance"], Path(spec["path"]), Path(spec["base_dir"])), **common)
+    location = as_location(spec["path"])
+    reader = modality.reader(src, location, shard_label=spec["rel"], **common)
+    steps = build_steps(process_chain(src, spec["compliance"], location, Path(spec["base_dir"])), **common)
     stream = reader.run()
     for step in steps:
         stream = step.run(stream)
@@ -52,7 +72,7 @@ def run_process(out: Path, node: Node) -> dict:
         writer.abort()
         raise
     files = writer.close()
-    atomic_write_jsonl(quarantine_path(out, src.name, node.shard, "process"), sink.entries)
+    _write_sink(out, node, sink, "process")
     return {"stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
             "outputs": [_rel(out, f) for f in files]}
 
@@ -93,7 +113,7 @@ def run_tokenize(out: Path, node: Node) -> dict:
     for w in writers.values():
         w.close()
     checkpoint.clear()
-    atomic_write_jsonl(quarantine_path(out, src.name, node.shard, "tokenize"), sink.entries)
+    _write_sink(out, node, sink, "tokenize")
     return {"stats": [s.stats.to_json() for s in steps], "records": records, "documents": documents,
             "tokens": tokens, "outputs": [f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
                                           for ext in (".bin", ".idx")]}

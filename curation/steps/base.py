@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curation.core.io import is_url
 from curation.core.record import Drop, QuarantineSink, Record, StepStats
 from curation.errors import RecordError, StepFailed
 
@@ -45,11 +46,14 @@ class StepSpec:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """Yielded by a reader's `parse` for an input unit that cannot become a record (quarantined)."""
+    """Yielded by a reader's `parse` for an input unit that becomes no record: damaged input is
+    quarantined with its location, detail and (a preview of) the raw bytes; `quarantine=False` is a drop
+    by design (a WARC request record, a non-HTML response, a page without main text), counted by reason."""
     loc: str
     reason: str
-    detail: str
+    detail: str = ""
     raw: str = ""
+    quarantine: bool = True
 
 
 class Step:
@@ -62,8 +66,9 @@ class Step:
         self.stats = StepStats(self.name)
 
     # -- helpers for subclasses -------------------------------------------------
-    def drop(self, record: Record, reason: str) -> None:
+    def drop(self, record: Record, reason: str, detail: str = "") -> None:
         self.stats.dropped[reason] += 1
+        self.sink.dropped(step=self.name, record_id=record.id, reason=reason, detail=detail)
 
     def quarantine(self, record_id: str, reason: str, detail: str = "", raw: str = "") -> None:
         self.stats.quarantined[reason] += 1
@@ -77,7 +82,7 @@ class Step:
             raise StepFailed(f"step {self.name!r} failed on record {record.id!r} of source {self.source!r}: "
                              f"{exc!r}; set on_error: quarantine (or skip) on this step to continue") from exc
         if self.on_error == "skip":
-            self.drop(record, reason)
+            self.drop(record, reason, repr(exc))
         else:
             self.quarantine(record.id, reason, repr(exc), record.text)
 
@@ -87,7 +92,7 @@ class Step:
             self.fail(record, result)
             return None
         if isinstance(result, Drop):
-            self.drop(record, result.reason)
+            self.drop(record, result.reason, result.detail)
             return None
         if result is None:
             return None
@@ -183,9 +188,9 @@ class Reader(Step):
     unit one `empty_file` unit, so that it shows in the ledger."""
     name = "read"
 
-    def __init__(self, path: Path, *, shard_label: str, **kw):
+    def __init__(self, path: Path | str, *, shard_label: str, **kw):
         super().__init__(**kw)
-        self.path = Path(path)
+        self.path = path if is_url(path) else Path(path)   # a local file, or an fsspec URL read in place
         self.shard_label = shard_label
 
     def parse(self) -> Iterator[Record | Reject]:
@@ -196,8 +201,11 @@ class Reader(Step):
         start = time.perf_counter()
         for item in self.parse():
             stats.records_in += 1
-            if isinstance(item, Reject):
+            if isinstance(item, Reject) and item.quarantine:
                 self.quarantine(item.loc, item.reason, item.detail, item.raw)
+            elif isinstance(item, Reject):
+                self.stats.dropped[item.reason] += 1
+                self.sink.dropped(step=self.name, record_id=item.loc, reason=item.reason, detail=item.detail)
             elif item.id in seen:
                 self.quarantine(item.id, "duplicate_id", f"{self.path}: id {item.id!r} already seen in this shard")
             else:

@@ -113,7 +113,7 @@ def test_a_flagged_sample_removes_only_itself(tmp_path):
 
     def removed_ids(out, source, shard):
         return read_drops(drops_path(out, "decont", source, shard))
-    assert removed_ids(tmp_path, "web", "00001") == {"x7": "contaminated:gsm"}
+    assert removed_ids(tmp_path, "web", "00001") == {"x7": ("contaminated:gsm", "")}
     assert removed_ids(tmp_path, "web", "00000") == {}      # same source, other shard
     assert removed_ids(tmp_path, "forum", "00001") == {}    # another source holding an id "x7"
     from curation.core.record import Record

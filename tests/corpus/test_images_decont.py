@@ -110,9 +110,9 @@ def test_satellite_tile_matches_its_reencoded_copy_at_the_satellite_settings(tmp
     import pyarrow.parquet as pq
 
     from curation.core.layout import flags_path
+    from curation.core.node import Node
     from curation.core.record import Record
     from curation.corpus.decont.images import DEFAULT_RADII
-    from curation.core.node import Node
     from curation.corpus.decont.match import run_decont, run_decont_index
 
     sat = SHARED / "satellite"

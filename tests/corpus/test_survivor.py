@@ -32,7 +32,7 @@ def _recipe(tmp, scores_a, scores_b, keep: str):
     minhash = "{}" if keep == "earliest" else f"{{keep: {keep}, score_field: q}}"
     lines = ["name: t", f"vocabulary: {VOCAB}", f"dedup: {{exact: {{scope: global}}, minhash: {minhash}}}", "sources:"]
     for name, path in (("a", a), ("b", b)):
-        lines += [f"  - name: {name}", "    license: MIT",
+        lines += [f"  - name: {name}", "    license: MIT", "    allow_empty: true",   # one cluster: one survivor
                   f"    input: {{paths: [{json.dumps(str(path))}], id_field: id, metadata_fields: [q]}}"]
     path = tmp / f"{keep}.yaml"
     path.write_text("\n".join(lines) + "\n")

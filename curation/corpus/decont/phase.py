@@ -117,7 +117,9 @@ class DecontPhase(CorpusPhase):
                     f"{', '.join(f'{b} ({c})' for b, c in top)}. Review {review}: if the matches are real, add "
                     f"{source!r} to decontamination.acknowledge; if not, list the cleared samples in "
                     f"decontamination.false_positives (as source/id)")
-        drops = self.write_drops(out, shards, [f | {"reason": f"contaminated:{f['benchmark']}"} for f in removed])
+        drops = self.write_drops(out, shards, [f | {"reason": f"contaminated:{f['benchmark']}",
+                                                    "detail": f"{f['benchmark']}:{f['item_id']} ({f['ratio']:.0%} of the item)"}
+                                               for f in removed])
         return {"flagged": len(flags), "removed": len(removed), "readmitted": len(flags) - len(removed),
                 "outputs": [*drops, str(review.relative_to(out)), "review/decontamination.parquet"]}
 

@@ -62,7 +62,9 @@ class LicencePolicy(Filter):
                 cls, decided_by = decide(licences_in(value, self.field), self.excluded)
             record.meta["licence_class"] = cls
             record.meta["licence_decided_by"] = decided_by
-        return Drop(f"licence_{cls}") if cls in self.excluded else True
+        else:
+            decided_by = "source"
+        return Drop(f"licence_{cls}", decided_by) if cls in self.excluded else True
 
 
 def licence_decision(licence: dict) -> str:

@@ -353,7 +353,8 @@ class RobotsOptOut(Filter):
         self.stats.notes["checked"] += 1
         if not self.index.allowlisted(url):
             self.stats.notes["not_allowlisted"] += 1
-        return True if decision.allowed else Drop(REASON_OPT_OUT)
+        return True if decision.allowed else Drop(REASON_OPT_OUT, f"{decision.domain} disallows "
+                                                                  f"{decision.agent} in {decision.snapshot}")
 
     # the ledger table this step contributes: what the opt-out removed, and what an allow-list would have
     ledger_tables = {"optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),

@@ -17,10 +17,12 @@ from curation.steps.text.filters import (
     LengthFilter,
     bundled_lid_model,
 )
+from curation.steps.text.inputs import limits_for
 from curation.steps.text.normalize import Normalize
 from curation.steps.text.quality import QualityStep, ToxicityStep
 from curation.steps.text.read import JsonlReader, TableReader
 from curation.steps.text.tokenize import TextTokenizer
+from curation.steps.text.web_read import HtmlReader, WarcReader
 
 FILTERS = {
     schema.LengthFilter: LengthFilter,
@@ -35,16 +37,23 @@ FILTERS = {
 
 
 def _reader(src, path: Path, **kw):
-    cls = TableReader if src.input.format == "parquet" else JsonlReader
-    return cls(path, text_field=src.input.text_field, id_field=src.input.id_field,
-               metadata_fields=src.input.metadata_fields, conversations=src.input.conversation_form(), **kw)
+    i, limits = src.input, limits_for(src.input)
+    if i.format == "warc":
+        return WarcReader(path, extract=i.extract, metadata_fields=i.metadata_fields, limits=limits, **kw)
+    if i.format == "html":
+        return HtmlReader(path, extract=i.extract, pages=i.pages, id_field=i.id_field,
+                          metadata_fields=i.metadata_fields, limits=limits, **kw)
+    cls = TableReader if i.format == "parquet" else JsonlReader
+    return cls(path, text_field=i.text_field, id_field=i.id_field, metadata_fields=i.metadata_fields,
+               conversations=i.conversation_form(), limits=limits, **kw)
 
 
 def _reader_settings(src) -> dict:
     i = src.input
     form = i.conversation_form()
     return {"format": i.format, "text_field": i.text_field, "id_field": i.id_field,
-            "metadata_fields": i.metadata_fields, "conversations": form.model_dump(mode="json") if form else None}
+            "metadata_fields": i.metadata_fields, "conversations": form.model_dump(mode="json") if form else None,
+            **i.model_dump(mode="json", include={"max_record_bytes", "decompression", "extract", "pages"})}
 
 
 def lid_model(cfg: schema.LanguageFilter, base_dir: Path) -> Path:

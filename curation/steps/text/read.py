@@ -1,31 +1,45 @@
 """Read one input shard into records, quarantining what is unusable.
 
-`JsonlReader` reads JSON lines (plain or gzip); `TableReader` reads Parquet or Arrow files (a
-Hugging Face dataset snapshot). The read step's unit is an input line or table row; an empty file
-counts as one unit, quarantined as `empty_file` so that it shows in the ledger. Per line: invalid
-UTF-8, malformed JSON, a non-object line, a missing or non-string text field are quarantined with
-the line number; a truncated gzip stream quarantines the rest of the file as `truncated_gzip` and
-keeps the lines read before the damage (an unreadable table file is one `corrupt_file` unit). Record
-ids are the `id_field` value when given, else `<file-stem>:<line>`; a repeated id within a shard is
-quarantined (ids must be unique). With `conversations` (`input.conversations`), a row is a chat/SFT
-conversation (`curation.steps.text.turns`): its text segments become the text, the template's skeleton and
-media list go to `meta["chat"]`/`meta["media"]`, and a row that cannot be rendered is quarantined with
-the parser's reason. Otherwise a text field holding a list is a conversation as plain text: its turns
+`JsonlReader` reads JSON lines (plain, gzip or zstd); `TableReader` reads Parquet or Arrow files (a
+Hugging Face dataset snapshot); WARC/WET and HTML pages have their own readers (`web_read.py`).
+The read step's unit is an input line or table row; an empty file counts as one unit, quarantined as
+`empty_file` so that it shows in the ledger (the `Reader` base class counts every unit). Per line:
+invalid UTF-8, malformed JSON, a non-object line, a missing or non-string text field are quarantined
+with the line number; a UTF-8 byte-order mark at the start of a line is ignored (RFC 8259 allows it); a
+line longer than `max_record_bytes` is `record_too_large`, measured in bounded chunks and never held
+whole. A compressed file whose bytes are not what its name says is one `not_gzip`/`not_zstd` unit; a
+stream that breaks off quarantines the rest of the file as `truncated_gzip` (`corrupt_gzip` for bad
+data, `decompression_bomb` past the limits of `curation.steps.text.inputs.Limits`) and keeps the lines
+read before the damage (an unreadable table file is one `corrupt_file` unit). Record ids are the
+`id_field` value when given, else `<file-stem>:<line>`; a repeated id within a shard is quarantined (ids
+must be unique). With `conversations` (`input.conversations`), a row is a chat/SFT conversation
+(`curation.steps.text.turns`): its text segments become the text, the template's skeleton and media
+list go to `meta["chat"]`/`meta["media"]`, and a row that cannot be rendered is quarantined with the
+parser's reason. Otherwise a text field holding a list is a conversation as plain text: its turns
 (strings or objects with `content`/`value`) are joined by blank lines, so filters and decontamination
 see every turn.
 """
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from curation.core.io import is_url, open_input
 from curation.core.record import Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject
+from curation.steps.text.inputs import (
+    PREVIEW_BYTES,
+    InputDamage,
+    Limits,
+    Oversize,
+    iter_lines,
+    open_bounded,
+)
 from curation.steps.text.turns import parse_conversation
+
+BOM = b"\xef\xbb\xbf"
 
 
 def _join_turns(turns: list) -> str | None:
@@ -42,9 +56,10 @@ def _join_turns(turns: list) -> str | None:
 
 class _TextReader(Reader):
     def __init__(self, path: Path, *, text_field: str, id_field: str | None, metadata_fields: list[str],
-                 shard_label: str, conversations=None, **kw):
+                 shard_label: str, conversations=None, limits: Limits | None = None, **kw):
         super().__init__(path, shard_label=shard_label, **kw)
         self.conversations = conversations   # `curation.recipe.schema.Conversations`, or None
+        self.limits = limits or Limits()
         self.text_field = text_field
         self.id_field = id_field
         self.metadata_fields = metadata_fields
@@ -73,44 +88,57 @@ class _TextReader(Reader):
         return Record(id=str(rid), source=self.source, text=text, meta=meta)
 
 
-class JsonlReader(_TextReader):
-    def _lines(self) -> Iterator[tuple[int, bytes] | Reject]:
-        f = gzip.open(self.path, "rb") if self.path.suffix == ".gz" else open(self.path, "rb")
-        with f:
-            lineno = 0
-            try:
-                for lineno, raw in enumerate(f, start=1):
-                    yield lineno, raw
-            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                yield Reject(f"{self.shard_label}:{lineno + 1}", "truncated_gzip",
-                             f"{self.path}: compressed stream ends or breaks after line {lineno} ({e}); "
-                             f"re-fetch the file")
+def iter_jsonl_lines(path: Path, limits: Limits, label: str) -> Iterator[tuple[int, bytes | Oversize] | Reject]:
+    """The lines of a JSON-lines file (plain, `.gz` or `.zst`) with their numbers, each at most
+    `limits.max_record_bytes` (else an `Oversize`); damage to the file ends it with a `Reject`."""
+    try:
+        stream = open_bounded(path, limits)
+    except InputDamage as e:
+        yield Reject(f"{label}:1", e.reason, e.detail)
+        return
+    with stream:
+        lineno = 0
+        try:
+            for lineno, line in iter_lines(stream, limits.max_record_bytes):
+                yield lineno, line
+        except InputDamage as e:
+            kept = f"; lines 1-{lineno} were read" if lineno else ""
+            yield Reject(f"{label}:{lineno + 1}", e.reason, e.detail + kept)
 
+
+class JsonlReader(_TextReader):
     def parse(self) -> Iterator[Record | Reject]:
-        for item in self._lines():
+        for item in iter_jsonl_lines(self.path, self.limits, self.shard_label):
             if isinstance(item, Reject):
                 yield item
                 continue
             lineno, raw = item
+            loc = f"{self.shard_label}:{lineno}"
+            if isinstance(raw, Oversize):
+                yield Reject(loc, "record_too_large", f"{self.path} line {lineno}: "
+                             f"{raw.describe(self.limits.max_record_bytes)}",
+                             raw.preview[:PREVIEW_BYTES].decode("utf-8", "backslashreplace"))
+                continue
+            raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
-            loc = f"{self.shard_label}:{lineno}"
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 yield Reject(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
-                             f"({e.reason})", raw.decode("utf-8", "backslashreplace"))
+                             f"({e.reason})", raw[:10_000].decode("utf-8", "backslashreplace"))
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                yield Reject(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}", line)
+                yield Reject(loc, "malformed_json", f"{self.path} line {lineno}: {e.msg} at column {e.colno}",
+                             line[:10_000])
                 continue
             if not isinstance(obj, dict):
                 yield Reject(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
-                             f"got {type(obj).__name__}", line)
+                             f"got {type(obj).__name__}", line[:10_000])
                 continue
-            yield self._record(obj, loc, f"{self.path} line {lineno}", line)
+            yield self._record(obj, loc, f"{self.path} line {lineno}", line[:10_000])
 
 
 class TableReader(_TextReader):
@@ -119,6 +147,14 @@ class TableReader(_TextReader):
     def _batches(self):
         import pyarrow as pa
         import pyarrow.parquet as pq
+        if is_url(self.path):   # read in place through fsspec (Parquet or Arrow IPC by name)
+            with open_input(self.path) as f:
+                if str(self.path).endswith(".arrow"):
+                    reader = pa.ipc.open_file(f)
+                    yield from (reader.get_batch(i) for i in range(reader.num_record_batches))
+                else:
+                    yield from pq.ParquetFile(f).iter_batches(batch_size=1024)
+            return
         if self.path.suffix == ".arrow":
             with pa.memory_map(str(self.path)) as source:
                 try:
