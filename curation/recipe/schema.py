@@ -53,6 +53,7 @@ from curation.recipe.modalities import (  # noqa: F401
     Reasoning,
     check_media_settings,
 )
+from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,
@@ -103,6 +104,7 @@ class Source(Strict):
     max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
+    select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
 
     def image_settings(self) -> Images:
         return self.images or Images()
@@ -126,6 +128,11 @@ class Source(Strict):
                 and self.licence_field.split(".")[0] not in self.input.metadata_fields:
             raise ValueError(f"licence_field {self.licence_field!r} is never read: add "
                              f"{self.licence_field.split('.')[0]!r} to input.metadata_fields")
+        return self
+
+    @model_validator(mode="after")
+    def _selection(self):
+        check_select(self)   # a score it writes, a language it has (`curation.recipe.selection`)
         return self
 
     @model_validator(mode="after")
@@ -176,8 +183,9 @@ class MinHashDedup(Strict):
     """Near-duplicate removal with MinHash-LSH (see `curation.steps.text.minhash`); defaults as datatrove's.
 
     Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
-    `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
-    source order, then shard order, then position in its shard is kept."""
+    `bands` and `rows` directly. Survivor rule (`keep`): `earliest` keeps the cluster's document
+    earliest in recipe source order, then shard order, then position in its shard; `highest_quality`
+    the one with the highest `score_field` (a metadata field every text source scores), then earliest."""
     ngram: int = Field(default=5, ge=1, le=64)
     bands: int = Field(default=14, ge=1, le=MAX_PERMUTATIONS)
     rows: int = Field(default=8, ge=1, le=MAX_PERMUTATIONS)
@@ -188,6 +196,8 @@ class MinHashDedup(Strict):
     partitions: int = Field(default=1, ge=1, le=4096)
     language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
     index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
+    keep: Literal["earliest", "highest_quality"] = "earliest"
+    score_field: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _threshold_or_bands(self):
@@ -345,4 +355,5 @@ class Recipe(Strict):
                     raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
             if unknown := sorted({h.source for h in ab.heldout} - names):
                 raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+        check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources
         return self

@@ -152,3 +152,32 @@ def composition_plot(rows: dict, path: Path) -> Path:
         label_in_box(ax, x, x + v, j - 0.35, j + 0.35, [f"{src}\n{v:,}", f"{src}\n{short_tokens(v)}",
                                                          short_tokens(v)], src_colour[src])
     return save(fig, path)
+
+
+def quality_plot(rows: dict, path: Path, most: int = 12) -> Path:
+    """Score histogram per pool and language (kept stacked under dropped), the threshold as a vertical
+    line; the `most` largest groups, one panel each."""
+    plt = pyplot()
+    kept_colour, dropped_colour, line_colour = "#1f77b4", "#c2c2c2", "#d62728"   # blue/grey: no red-green pair
+    groups = sorted(rows["quality_thresholds"], key=lambda t: (-t["documents"], t["pool"], t["language"]))[:most]
+    cols = min(len(groups), 3)
+    lines = -(-len(groups) // cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(4.2 * cols, 2.9 * lines), squeeze=False, layout="constrained")
+    for ax, t in zip(axes.flat, groups):
+        bins = [h for h in rows["quality_histogram"] if h["pool"] == t["pool"] and h["language"] == t["language"]]
+        left, width = [h["lower"] for h in bins], [h["upper"] - h["lower"] for h in bins]
+        kept = [h["kept"] for h in bins]
+        ax.bar(left, kept, width, align="edge", color=kept_colour, label="kept")
+        ax.bar(left, [h["documents"] - h["kept"] for h in bins], width, bottom=kept, align="edge",
+               color=dropped_colour, label="dropped")
+        ax.axvline(t["threshold"], color=line_colour, linewidth=1.2, label=f"threshold {t['threshold']:.4g}")
+        pool = "" if t["pool"] == "default" else f"{t['pool']}: "
+        ax.set_title(f"{pool}{t['language']}: kept {t['kept']:,} of {t['documents']:,}", fontsize=9)
+        ax.set_xlim(0, 1.01)   # fastText probabilities reach 1.00001
+        ax.set_xlabel(f"meta.{t['field']}", fontsize=8)
+        ax.set_ylabel("documents", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(groups):]:
+        ax.set_visible(False)
+    return save(fig, path)

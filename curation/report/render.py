@@ -2,8 +2,9 @@
 
 Layout: the run (recipe, fingerprint, run date and duration, curate and library versions), a table of
 contents, the figures (mixture flow per source, composition of each stage, records through the
-pipeline), then the tables in groups: mixture, compliance (licences and provenance, acquisition,
-opt-out, PII), decontamination, deduplication, images and audio, training, records and tokens. Every number comes from the ledger
+pipeline, quality scores per language), then the tables in groups: mixture, compliance (licences and
+provenance, acquisition, opt-out, PII), decontamination, deduplication, model classifiers (quality
+selection, toxicity), images and audio, training, records and tokens. Every number comes from the ledger
 rows; the run date is the ledger's `runs.started_at`, never the clock at render time, so the same
 ledger renders to the same bytes.
 """
@@ -16,8 +17,9 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_bytes
 from curation.ledger.environment import LIBRARIES
 from curation.report.flow import flow_plot
-from curation.report.plots import composition_plot, funnel_plot
+from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
+from curation.report.quality import quality_sections
 from curation.report.sections import (consumed_sections, decont_sections, dedup_sections, media_sections,
                                       mixture_sections, record_sections)
 from curation.report.table import Section, inline, slug
@@ -96,12 +98,17 @@ def _figures(rows: dict, rdir: Path) -> list[tuple[str, str, Path]]:
                      composition_plot(rows, rdir / "composition.png")))
     figs.append(("Records and tokens", "Records left after each step, per source, and the tokens each source has "
                  "in its shards.", funnel_plot(rows, rdir / "funnel.png")))
+    if rows.get("quality_thresholds"):
+        figs.append(("Quality scores per language", "Histogram of the selection's score per pool and language (the "
+                     "largest twelve) over the documents that reached the `select` step: kept (blue) and dropped "
+                     "(grey), the threshold in red. Numbers: section Quality selection.",
+                     quality_plot(rows, rdir / "quality.png")))
     return figs
 
 
 def _sections(rows: dict) -> list[Section]:
     return [*mixture_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
-            *media_sections(rows), *consumed_sections(rows), *record_sections(rows)]
+            *quality_sections(rows), *media_sections(rows), *consumed_sections(rows), *record_sections(rows)]
 
 
 def _grouped(sections: list[Section]) -> dict[str, list[Section]]:

@@ -108,8 +108,9 @@ def dedup_sections(rows: dict) -> list[Section]:
                     overlap[(a, b)] += 1
         out += [
             Section(DEDUP, "Near-duplicate clusters", f"{len(clusters)} clusters of MinHash near-duplicates; each keeps "
-                    "its earliest document (recipe source order, then shard, then position). Members: ledger table "
-                    "`clusters`.", table(["cluster size", "clusters", "documents removed"],
+                    "one document, which names the cluster (`dedup.minhash.keep`: `earliest` in recipe source order, "
+                    "then shard, then position; `highest_quality`: the highest score, ties the earliest). Members: "
+                    "ledger table `clusters`.", table(["cluster size", "clusters", "documents removed"],
                                          [[k, v, v * (k - 1)] for k, v in sorted(sizes.items())])),
             Section(DEDUP, "Cross-source overlap", "Clusters with members in both sources (diagonal: clusters touching "
                     "the source).", table(["source", *names], [[a, *[overlap[(a, b)] for b in names]] for a in names])),

@@ -4,6 +4,7 @@ import shutil
 from collections import Counter
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from curation.commands.run import run
@@ -42,13 +43,20 @@ def test_demo_run_verifies_and_balances(demo_run):
     funnel = {r[0]: r for r in query(out / "ledger", "SELECT * FROM funnel")[1]}
     assert set(funnel) == {"web_en", "c4_en", "web_de"}
     assert all(0 < f[2] < f[1] for f in funnel.values())
-    # planted re-crawls: near duplicates found; across sources the earlier source (web_en) keeps its copy
-    clusters = query(out / "ledger", "SELECT kept_source, sources, size FROM clusters")[1]
-    assert len(clusters) >= 6 and all(size == 2 for _, _, size in clusters)
-    assert all(kept == "web_en" for kept, sources, _ in clusters if sources == ["c4_en", "web_en"])
-    assert any(sources == ["c4_en", "web_en"] for _, sources, _ in clusters)
+    # planted re-crawls: near duplicates found; each cluster keeps its best-scored copy (`keep: highest_quality`)
+    clusters = query(out / "ledger", "SELECT cluster, sources, size, members FROM clusters")[1]
+    assert len(clusters) >= 6 and all(size == 2 for _, _, size, _ in clusters)
+    assert any(sources == ["c4_en", "web_en"] for _, sources, _, _ in clusters)
+    score = {f"{src}/{r['id']}": json.loads(r["meta"])["quality_score"] for src in ("web_en", "c4_en", "web_de")
+             for f in (out / "processed" / src).glob("*.parquet")
+             for r in pq.read_table(f, columns=["id", "meta"]).to_pylist()}
+    assert all(score[kept] == max(score[m] for m in members) for kept, _, _, members in clusters)
     drops = query(out / "ledger", "SELECT DISTINCT step FROM drops")[1]
-    assert {"language", "gopher_quality", "gopher_repetition", "length", "near_dedup"} <= {d[0] for d in drops}
+    assert {"language", "gopher_quality", "gopher_repetition", "length", "near_dedup", "select"} <= \
+        {d[0] for d in drops}
+    for t in ("quality_thresholds", "quality_selected", "quality_histogram", "toxicity"):
+        assert query(out / "ledger", f"SELECT count(*) FROM {t}")[1][0][0] > 0, t
+    assert (out / "reports" / "quality.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "reports" / "index.html").stat().st_size > 2000
     assert (out / "reports" / "flow.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"

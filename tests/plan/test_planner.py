@@ -18,9 +18,10 @@ from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
 def test_the_demo_runs_the_phase_table_in_order():
     plan = load_plan(DEMO)
     assert [s.name for s in plan.stages] == ["process", "exact", "signatures", "band", "clusters", "decont_index",
-                                             "decont", "decont_resolve", "tokenize", "merge"]
-    assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont"]
-    assert len(plan.nodes()) == 53 and len({n.key for n in plan.nodes()}) == 53
+                                             "decont", "decont_resolve", "select_scores", "select_resolve",
+                                             "tokenize", "merge"]
+    assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont", "select"]
+    assert len(plan.nodes()) == 62 and len({n.key for n in plan.nodes()}) == 62
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
@@ -54,7 +55,7 @@ def test_explain_shows_the_chains_the_tasks_build():
                             source=src.name)
         assert process == ["read", *[s.name for s in built]]
         assert f"  process:  {' → '.join(process)}" in text
-        assert tokenize == ["exact_dedup", "near_dedup", "decontaminate", "tokenize"]
+        assert tokenize == ["exact_dedup", "near_dedup", "decontaminate", "select", "tokenize"]
     assert "phase table, in run order:" in text and "minhash" in text
 
 
