@@ -20,8 +20,6 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
 from curation.core.atomic import atomic_write_json, save_array
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
@@ -209,4 +207,5 @@ def megatron_blend(manifest_path: Path) -> list:
     return [prefixes, weights]
 
 
-from curation.mixture.verify import verify_manifest  # noqa: E402 - re-exported; verify imports the schema only
+# re-exported for `from curation.mixture.manifests import verify_manifest` (verify imports no module above)
+from curation.mixture.verify import verify_manifest

@@ -141,7 +141,7 @@ def _packed_prefix(hdir: Path, mdir: Path, sources: list[dict], packing: np.ndar
         used += int(lengths[packing[packing[:, 0] == i, 1]].astype(np.int64).sum())
     return {"name": "packed", "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
             "tokens": sequences * seq_length, "document_tokens": used, "pad_tokens": sequences * seq_length - used,
-            "documents": int(len(packing)), "occurrences": int(len(packing)), "packed_sequences": sequences,
+            "documents": len(packing), "occurrences": len(packing), "packed_sequences": sequences,
             "sequences": max(sequences * seq_length - 1, 0) // seq_length,
             "files": [_file(Path(f"{prefix}.bin"), mdir), _file(Path(f"{prefix}.idx"), mdir)]}
 

@@ -23,7 +23,12 @@ from curation.core.vocab import Block
 from curation.errors import VerifyError
 from curation.mixture.manifest_schema import field_digests, load_manifest
 from curation.mixture.megatron_check import check_handoff
-from curation.mixture.merkle import duckdb_digests, ledger_digests, manifest_leaves, merkle_root
+from curation.mixture.merkle import (
+    duckdb_digests,
+    ledger_digests,
+    manifest_leaves,
+    merkle_root,
+)
 from curation.mixture.sampling import read_plan, sample_counts
 from curation.shards import read_index
 from curation.shards.counting import count_tokens_by_modality

@@ -75,8 +75,7 @@ def index_parts(lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | Non
 def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> None:
     tmp = Path(f"{path}.tmp")
     with open(tmp, "wb") as f:
-        for part in index_parts(lengths, dtype, pointers):
-            f.write(part)
+        f.writelines(index_parts(lengths, dtype, pointers))
     os.replace(tmp, path)
 
 

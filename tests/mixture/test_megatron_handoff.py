@@ -90,7 +90,9 @@ def test_tokenizer_settings_keep_our_padded_rows_and_an_eod_no_tokenizer_emits()
 def _megatron_draws(manifest: Path, cache: Path, per_split: bool = False):
     """Build the stage as Megatron-LM would from the hand-off's files; returns (blended or GPT dataset,
     prefix names, per-prefix sample counts, samples drawn per prefix as lists of (dataset, sample) ids)."""
-    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.utils import get_blend_from_list
     from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
@@ -100,8 +102,9 @@ def _megatron_draws(manifest: Path, cache: Path, per_split: bool = False):
     tok = build_tokenizer(Namespace(tokenizer_type=mg["tokenizer"]["tokenizer_type"],
                                     vocab_size=mg["tokenizer"]["vocab_size"]))
     assert tok.vocab_size == mg["tokenizer"]["padded_vocab_size"] and tok.eod == mg["tokenizer"]["eod"]
-    kw = dict(random_seed=1234, sequence_length=m["seq_length"], tokenizer=tok, reset_position_ids=False,
-              reset_attention_mask=False, eod_mask_loss=False, path_to_cache=str(cache), mid_level_dataset_surplus=0.005)
+    kw = {"random_seed": 1234, "sequence_length": m["seq_length"], "tokenizer": tok, "reset_position_ids": False,
+          "reset_attention_mask": False, "eod_mask_loss": False, "path_to_cache": str(cache),
+          "mid_level_dataset_surplus": 0.005}
     if per_split:                       # `--per-split-data-args-path`, as Megatron-LM reads it
         spec = json.loads((out / mg["dir"] / "per_split_data_args.json").read_text())
         kw["blend_per_split"] = [get_blend_from_list(spec[k]) for k in ("train", "valid", "test")]
