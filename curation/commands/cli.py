@@ -45,6 +45,10 @@ def _cmd_run(a) -> int:
 
 def _cmd_verify(a) -> int:
     from curation.mixture.manifests import verify_manifest
+    if a.relocate:
+        from curation.mixture.megatron import relocate_handoff
+        for path in relocate_handoff(Path(a.manifest)):
+            print(f"rewrote {path}", file=sys.stderr)
     for line in verify_manifest(Path(a.manifest)):
         print(f"ok  {line}")
     print(f"{a.manifest}: verified")
@@ -212,8 +216,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nodes", action="store_true", help="one `key fingerprint` line per node, nothing else")
     s.set_defaults(fn=_cmd_explain)
 
-    s = sub.add_parser("verify", help="re-hash a manifest's shards and compare counts with the ledger")
+    s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")
     s.add_argument("manifest")
+    s.add_argument("--relocate", action="store_true",
+                   help="first rewrite the paths the stage's hand-off files (and the ledger's decisions view) "
+                        "name, for an output folder that was copied or moved")
     s.set_defaults(fn=_cmd_verify)
 
     s = sub.add_parser("ledger", help="print or export ledger tables, or run SQL on ledger.duckdb",

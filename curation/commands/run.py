@@ -70,7 +70,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
-                              lengths=lambda s: read_index(Path(f"{source_prefix(out, s)}.idx"))[1])
+                              lengths=lambda s, suffix="": read_index(Path(f"{source_prefix(out, s)}{suffix}.idx"))[1])
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
