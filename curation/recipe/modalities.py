@@ -37,7 +37,10 @@ class Audio(Strict):
     A manifest line names one clip: `audio_field` (a file relative to the manifest), and optionally
     the transcript (`input.text_field`), `recording_field` + `order_field` (clips of one recording in
     order: consecutive transcribed clips are interleaved with their transcripts), `start_field` /
-    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`."""
+    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`, and
+    `translation_field` (the speech translated into another language, whose language
+    `translation_language_field` names): each clip with one also becomes a translation pair (audio,
+    `speech_translate`, the translation's text; `curation.steps.audio.interleave`)."""
     audio_field: str = "audio"
     recording_field: str = "recording"
     order_field: str = "order"
@@ -45,6 +48,8 @@ class Audio(Strict):
     end_field: str = "end"
     speaker_field: str = "speaker"
     language_field: str = "language"
+    translation_field: str | None = None       # null: the source has no translation pairs
+    translation_language_field: str = "translation_language"
     # a clip (or segment) is decoded whole before these checks, so an hour is the most a setting may allow
     min_seconds: float = Field(default=0.5, gt=0, le=3600)   # shorter clips: quarantined (`too_short`)
     max_seconds: float = Field(default=120.0, gt=0, le=3600)  # longer clips: quarantined (`too_long`)

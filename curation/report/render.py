@@ -164,14 +164,16 @@ def _modality_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                              i["paired_text_tokens"], i["caption"], i["area"], i["batches"]] for i in rows["images"]])))
     if rows.get("audio"):
         out.append(("Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text tokens of "
-                    "transcripts in the shards; sequences by kind (interleaved speech-text, transcription pairs, "
-                    "audio only) and pool (stage 2 up to 8,192 tokens, long context above); padding of the "
+                    "transcripts and translations in the shards; sequences by kind (interleaved speech-text, "
+                    "transcription pairs, translation pairs, audio only) and pool (stage 2 up to 8,192 tokens, long context above); padding of the "
                     "bucketed encoder batches. Ledger table `audio`.",
                     _table(["source", "category", "clips", "hours", "audio tokens", "paired text tokens",
-                            "interleaved", "transcription", "audio only", "stage-2 pool", "long-context pool",
+                            "interleaved", "transcription", "translation", "audio only", "stage-2 pool",
+                            "long-context pool",
                             "batches", "padding %"],
                            [[a["source"], a["category"], a["clips"], f"{a['hours']:.4f}", a["audio_tokens"],
-                             a["paired_text_tokens"], a["interleaved"], a["transcription"], a["audio_only"],
+                             a["paired_text_tokens"], a["interleaved"], a["transcription"], a.get("translation", 0),
+                             a["audio_only"],
                              a["stage2_pool"], a["long_context_pool"], a["batches"], a["padding_pct"]]
                             for a in rows["audio"]])))
     if rows.get("audio_clusters"):

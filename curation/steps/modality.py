@@ -51,6 +51,13 @@ class Modality:
     ledger_table: LedgerTable | None = None
     # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints
     input_files: Callable[[object, Path], object] = field(default=lambda src, path: None)
+    # (processed text, metadata) -> the text benchmark decontamination matches, when it is more than the
+    # text (an audio clip's transcript and its translation); None: the processed text alone
+    decont_text: Callable[[str, dict], str] | None = None
+
+    def decontaminated_text(self, text: str, meta_json: str | None) -> str:
+        """What decontamination matches and shows for one processed row (`text`, `meta` columns)."""
+        return text if self.decont_text is None else self.decont_text(text, json.loads(meta_json or "{}"))
 
     @property
     def schema(self) -> pa.Schema:

@@ -2,11 +2,14 @@
 
 `AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `recipe.schema.Audio`):
 the audio file (relative to the manifest), optional segment times, transcript, recording, clip order,
-speaker and language. `AudioCheck` decodes the clip (soundfile: wav, flac, ogg, mp3), mixes it to
+speaker and language, and a translation of the speech with its language (kept in the metadata as
+`translation` / `translation_language` when the source names a `translation_field`; a value that is
+not text is quarantined, `bad_translation`). `AudioCheck` decodes the clip (soundfile: wav, flac, ogg, mp3), mixes it to
 mono, resamples it to 24 kHz (soxr, high quality) and quarantines, with a reason: files that do not
 decode (`undecodable_audio`), empty clips (`empty_audio`), clips shorter or longer than the recipe
 allows (`too_short`, `too_long`), silence (`silent`: peak under `silence_dbfs`) and transcripts whose
-length does not fit the duration (`transcript_mismatch`: characters per second outside the range).
+length does not fit the duration (`transcript_mismatch`: characters per second outside the range), and
+translations that do not (`translation_mismatch`, the same range).
 
 The processed shard keeps the clips as a Lhotse Shar directory (`SharShard`): 24 kHz FLAC recordings
 and one supervision per transcribed clip (text, language, speaker, recording, order).
@@ -80,11 +83,19 @@ class AudioManifestReader(Reader):
                 rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else \
                     Path(audio).stem + (f"@{obj[self.a.start_field]}" if obj.get(self.a.start_field) is not None else "")
                 text = obj.get(self.text_field)
+                translation = obj.get(self.a.translation_field) if self.a.translation_field else None
+                if translation is not None and not isinstance(translation, str):
+                    yield Reject(loc, "bad_translation", f"{self.path} line {n}: {self.a.translation_field!r} "
+                                 f"holds {type(translation).__name__}, not text")
+                    continue
                 meta = {k: obj[k] for k in self.metadata_fields if k in obj}
                 meta.update({"file": audio, "recording": str(obj.get(self.a.recording_field) or rid),
                              "order": int(obj.get(self.a.order_field) or 0),
                              "start": obj.get(self.a.start_field), "end": obj.get(self.a.end_field),
                              "speaker": obj.get(self.a.speaker_field), "language": obj.get(self.a.language_field)})
+                if translation and translation.strip():   # only then: other sources' metadata stays as it was
+                    meta.update({"translation": translation,
+                                 "translation_language": obj.get(self.a.translation_language_field)})
                 yield Record(id=rid, source=self.source, text=text if isinstance(text, str) else "", meta=meta)
 
 
@@ -119,6 +130,12 @@ class AudioCheck(Step):
             if not lo <= rate <= hi:
                 raise RecordError("transcript_mismatch", f"{m['file']}: {len(record.text)} characters for "
                                   f"{seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
+        if m.get("translation"):
+            rate = len(m["translation"]) / seconds
+            lo, hi = self.a.chars_per_second
+            if not lo <= rate <= hi:
+                raise RecordError("translation_mismatch", f"{m['file']}: {len(m['translation'])} characters of "
+                                  f"translation for {seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
         m.update({"seconds": round(seconds, 4), "samples": int(wave.size)})
         record.audio = wave
         return record
