@@ -17,6 +17,10 @@ class Images(Strict):
     # pixels after resizing (tokens ≈ area / 256); at most 4096 × 4096, 65,536 codes per image
     area: int = Field(default=256 * 256, ge=256, le=2**24)
     caption: Literal["before", "after", "none"] = "after"
+    # regenerated captions to use on this run (Parquet or JSONL: `id`, `caption`, optional `source`), e.g.
+    # a vision-language model's answers to OUT/review/captions_to_regenerate.parquet; re-checked like any
+    # caption (curation.steps.image.recaption). Relative to the recipe.
+    recaptions: str | None = Field(default=None, min_length=1)
     # codes per encoder batch (one image shape per batch); a checkpoint is written after each batch
     batch_tokens: int = Field(default=16384, ge=1, le=2**22)
 

@@ -162,6 +162,14 @@ def _modality_sections(rows: dict) -> list[tuple[str, str, tuple[str, str]]]:
                             "area (pixels)", "batches"],
                            [[i["source"], i["category"], i["domain"], i["samples"], i["image_tokens"],
                              i["paired_text_tokens"], i["caption"], i["area"], i["batches"]] for i in rows["images"]])))
+    if any(c["checked"] or c["regenerated"] for c in rows.get("captions", [])):
+        out.append(("Captions", "Captions checked per source (`token_loop`, `repetitive_caption`, `prompt_fragment`, "
+                    "...), quarantined by a check (exported to `review/captions_to_regenerate.parquet`), and "
+                    "replaced by regenerated captions from `images.recaptions`, then kept or flagged again. "
+                    "Ledger table `captions`.",
+                    _table(["source", "checked", "flagged", "regenerated", "regenerated, kept", "regenerated, flagged"],
+                           [[c["source"], c["checked"], c["flagged"], c["regenerated"], c["regenerated_kept"],
+                             c["regenerated_flagged"]] for c in rows["captions"]])))
     if rows.get("audio"):
         out.append(("Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text tokens of "
                     "transcripts and translations in the shards; sequences by kind (interleaved speech-text, "

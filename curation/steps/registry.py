@@ -9,6 +9,7 @@ from __future__ import annotations
 from curation.steps.audio.modality import AUDIO
 from curation.steps.compliance.optout import RobotsOptOut
 from curation.steps.image.modality import IMAGE
+from curation.steps.image.read import ImageCheck
 from curation.steps.modality import Modality
 from curation.steps.text.modality import TEXT
 from curation.steps.text.pii import PIIRedactor
@@ -16,4 +17,4 @@ from curation.steps.text.pii import PIIRedactor
 MODALITIES: dict[str, Modality] = {m.name: m for m in (TEXT, IMAGE, AUDIO)}
 
 # steps that contribute ledger tables (`ledger_tables`, `ledger_rows(run, source, summed stats)`)
-LEDGER_STEPS = (PIIRedactor, RobotsOptOut)
+LEDGER_STEPS = (PIIRedactor, RobotsOptOut, ImageCheck)
