@@ -42,9 +42,11 @@ class Audio(Strict):
     the transcript (`input.text_field`), `recording_field` + `order_field` (clips of one recording in
     order: consecutive transcribed clips are interleaved with their transcripts), `start_field` /
     `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`, and
-    `translation_field` (the speech translated into another language, whose language
-    `translation_language_field` names): each clip with one also becomes a translation pair (audio,
-    `speech_translate`, the translation's text; `curation.steps.audio.interleave`)."""
+    `translation_field` (the speech translated into `translation_language`): each clip with one also
+    becomes a translation pair (audio, `speech_translate`, the translation's text;
+    `curation.steps.audio.interleave`). The sequence does not name the target language, so a source
+    declares its one target language, and a clip whose `translation_language_field` names another is
+    quarantined (`translation_language_mismatch`)."""
     audio_field: str = "audio"
     recording_field: str = "recording"
     order_field: str = "order"
@@ -53,6 +55,7 @@ class Audio(Strict):
     speaker_field: str = "speaker"
     language_field: str = "language"
     translation_field: str | None = None       # null: the source has no translation pairs
+    translation_language: str | None = Field(default=None, min_length=1)   # the target language, e.g. "en"
     translation_language_field: str = "translation_language"
     # a clip (or segment) is decoded whole before these checks, so an hour is the most a setting may allow
     min_seconds: float = Field(default=0.5, gt=0, le=3600)   # shorter clips: quarantined (`too_short`)
@@ -72,6 +75,10 @@ class Audio(Strict):
             raise ValueError(f"min_seconds ({self.min_seconds}) must be <= max_seconds ({self.max_seconds})")
         if self.chars_per_second[0] > self.chars_per_second[1]:
             raise ValueError(f"chars_per_second must be [min, max], got {list(self.chars_per_second)}")
+        if self.translation_field is not None and self.translation_language is None:
+            raise ValueError("translation_field needs translation_language: the one language this source's "
+                             "translations are in (translation pairs do not name it; put each target language "
+                             "of a corpus in its own source)")
         return self
 
 

@@ -2,9 +2,10 @@
 
 `AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `recipe.schema.Audio`):
 the audio file (relative to the manifest), optional segment times, transcript, recording, clip order,
-speaker and language, and a translation of the speech with its language (kept in the metadata as
-`translation` / `translation_language` when the source names a `translation_field`; a value that is
-not text is quarantined, `bad_translation`). `AudioCheck` decodes the clip (soundfile: wav, flac, ogg, mp3), mixes it to
+speaker and language, and a translation of the speech (kept in the metadata as `translation` /
+`translation_language` when the source names a `translation_field`; a value that is not text is
+quarantined, `bad_translation`, and so is a clip whose `translation_language_field` names another
+language than the source's `translation_language`, `translation_language_mismatch`). `AudioCheck` decodes the clip (soundfile: wav, flac, ogg, mp3), mixes it to
 mono, resamples it to 24 kHz (soxr, high quality) and quarantines, with a reason: files that do not
 decode (`undecodable_audio`), empty clips (`empty_audio`), clips shorter or longer than the recipe
 allows (`too_short`, `too_long`), silence (`silent`: peak under `silence_dbfs`) and transcripts whose
@@ -88,14 +89,19 @@ class AudioManifestReader(Reader):
                     yield Reject(loc, "bad_translation", f"{self.path} line {n}: {self.a.translation_field!r} "
                                  f"holds {type(translation).__name__}, not text")
                     continue
+                target = obj.get(self.a.translation_language_field) if translation else None
+                if target is not None and str(target) != self.a.translation_language:
+                    yield Reject(loc, "translation_language_mismatch", f"{self.path} line {n}: a translation into "
+                                 f"{target!r}; this source's translation_language is {self.a.translation_language!r}"
+                                 f" (one target language per source: translation pairs do not name it)")
+                    continue
                 meta = {k: obj[k] for k in self.metadata_fields if k in obj}
                 meta.update({"file": audio, "recording": str(obj.get(self.a.recording_field) or rid),
                              "order": int(obj.get(self.a.order_field) or 0),
                              "start": obj.get(self.a.start_field), "end": obj.get(self.a.end_field),
                              "speaker": obj.get(self.a.speaker_field), "language": obj.get(self.a.language_field)})
                 if translation and translation.strip():   # only then: other sources' metadata stays as it was
-                    meta.update({"translation": translation,
-                                 "translation_language": obj.get(self.a.translation_language_field)})
+                    meta.update({"translation": translation, "translation_language": self.a.translation_language})
                 yield Record(id=rid, source=self.source, text=text if isinstance(text, str) else "", meta=meta)
 
 

@@ -70,11 +70,12 @@ A clip whose manifest line carries a translation of its speech (audio in one lan
 another) also becomes ``a(K) X x(K) eod``, where X is the ``speech_translate`` task-control marker
 and xK the translation's text ids: the layout of swiss-ai's direct audio-text sequences, whose
 task token (``stt_translate``) takes the place that ``speech_to_text`` has in a transcription pair.
-The target language is not spelled in the sequence (neither does that layout): keep one target
-language per source, as speech-translation corpora publish them (CoVoST 2 en→de, VoxPopuli AST
-xx→en). Translation pairs stand beside the clip's transcription or interleaved sequences (the same
-audio then occurs in both, as when the two corpora are tokenized separately); they take no part in
-runs.
+The target language is not spelled in the sequence (neither does that layout), so a source has
+one target language (`audio.translation_language`), as swiss-ai's translate sets do (X→English).
+Translation pairs stand beside the clip's transcription or interleaved sequences (the same audio
+then occurs in both, as when the two corpora are tokenized separately); they take no part in runs.
+One speech in several target languages cannot be expressed: the same audio in a second source is an
+audio duplicate (dedup across sources keeps the first copy).
 
 Pools and targets
 -----------------

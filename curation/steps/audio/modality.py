@@ -24,7 +24,7 @@ from curation.steps.modality import LedgerTable, Modality, ProcessedWriter
 
 # the clip checks read these audio settings; the others belong to tokenization and dedup
 CHECKED = ("audio_field", "recording_field", "order_field", "start_field", "end_field", "speaker_field",
-           "language_field", "translation_field", "translation_language_field", "min_seconds", "max_seconds",
+           "language_field", "translation_field", "translation_language", "translation_language_field", "min_seconds", "max_seconds",
            "silence_dbfs", "chars_per_second")
 
 

@@ -121,19 +121,30 @@ def test_reader_keeps_translations_and_quarantines_one_that_is_no_text(tmp_path)
     from curation.steps.audio.ingest import AudioManifestReader
     lines = [{"audio": "a.ogg", "text": "hello", "translation": "hallo", "translation_language": "de"},
              {"audio": "b.ogg", "text": "world", "translation": ["welt"]},
-             {"audio": "c.ogg", "text": "no translation"}, {"audio": "d.ogg", "translation": "  "}]
+             {"audio": "c.ogg", "text": "no translation"}, {"audio": "d.ogg", "translation": "  "},
+             {"audio": "e.ogg", "translation": "bonjour", "translation_language": "fr"},
+             {"audio": "f.ogg", "translation": "tschüss"}]
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    reader = AudioManifestReader(path, settings=Audio(translation_field="translation"), text_field="text",
-                                 id_field=None, metadata_fields=[], shard_label="m.jsonl", source="s")
+    reader = AudioManifestReader(path, settings=Audio(translation_field="translation", translation_language="de"),
+                                 text_field="text", id_field=None, metadata_fields=[], shard_label="m.jsonl", source="s")
     records = list(reader.run())
-    assert [r.id for r in records] == ["a", "c", "d"]
+    assert [r.id for r in records] == ["a", "c", "d", "f"]
     assert (records[0].meta["translation"], records[0].meta["translation_language"]) == ("hallo", "de")
     assert "translation" not in records[1].meta and "translation" not in records[2].meta   # blank: none
-    assert dict(reader.stats.quarantined) == {"bad_translation": 1}
+    assert records[3].meta["translation_language"] == "de"                # no language given: the source's
+    assert dict(reader.stats.quarantined) == {"bad_translation": 1, "translation_language_mismatch": 1}
     plain = AudioManifestReader(path, settings=Audio(), text_field="text", id_field=None, metadata_fields=[],
                                 shard_label="m.jsonl", source="s")
     assert all("translation" not in r.meta for r in plain.run())   # no translation_field: no translations
+
+
+def test_a_translation_source_declares_its_target_language():
+    from pydantic import ValidationError
+
+    from curation.recipe.modalities import Audio
+    with pytest.raises(ValidationError, match="translation_field needs translation_language"):
+        Audio(translation_field="translation")
 
 
 def _manifest(tmp_path: Path) -> Path:
@@ -175,7 +186,7 @@ sources:
     optout: not_available
     max_quarantine_share: 0.9
     input: {{format: audio, paths: [{manifest}]}}
-    audio: {{max_batch_seconds: 30, translation_field: translation, translation_language_field: translation_language}}
+    audio: {{max_batch_seconds: 30, translation_field: translation, translation_language: de}}
 """)
     res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     reasons = {d["reason"]: d["records"] for d in res.rows["drops"] + res.rows["quarantine"]}
