@@ -16,14 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row, components, groups
 from curation.core.hamming import HammingIndex
-from curation.core.hashing import fingerprint
-from curation.core.layout import drops_path, processed_path, work_dir
-from curation.core.node import CODE_EPOCH, Node
-from curation.corpus.base import CorpusPhase, PlanContext
-from curation.steps.droplist import read_drops
+from curation.core.layout import processed_path
+from curation.corpus.near import NearDuplicatePhase
 from curation.steps.image.phash import DEFAULT_REDUCE
 
 CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("domain", pa.string()), *CLUSTER_COLUMNS[1:]])
@@ -61,41 +57,14 @@ def image_duplicates(out: Path, shards: list[tuple[str, str]], radii: dict, gone
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)
 
 
-class ImageNearPhase(CorpusPhase):
+class ImageNearPhase(NearDuplicatePhase):
     name = "image_near"
-    step = "exact_dedup"
-    tables = {"image_clusters": pa.schema([("run", pa.string()), *CLUSTERS])}
+    modality = "image"
+    table = "image_clusters"
+    clusters = CLUSTERS
 
-    def applies(self, recipe) -> bool:
-        return any(s.modality == "image" for s in recipe.sources)
+    def settings(self, recipe) -> dict:
+        return {"radii": recipe.image_dedup}
 
-    def covers(self, src) -> bool:
-        return src.modality == "image"
-
-    def plan(self, ctx: PlanContext) -> list[list[Node]]:
-        r = ctx.loaded.recipe
-        process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
-        exact = r.dedup.exact is not None
-        node = Node("image_near", None, None, fingerprint(
-            {"v": CODE_EPOCH, "phase": "image_near", "radii": r.image_dedup,
-             "exact": ctx.planned["exact/image"].fingerprint if exact else None,
-             "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-            deps=[n.key for n in process] + (["exact/image"] if exact else []),
-            spec={"radii": r.image_dedup, "exact": exact, "shards": [(n.source, n.shard) for n in process]})
-        return [[node]]
-
-    def runners(self):
-        return {"image_near": self.run}
-
-    def run(self, out: Path, node: Node) -> dict:
-        shards = [tuple(s) for s in node.spec["shards"]]
-        gone = {(s, i) for s, sh in shards for i in read_drops(drops_path(out, "exact", s, sh))} \
-            if node.spec["exact"] else set()
-        rows, clusters = image_duplicates(out, shards, node.spec["radii"], gone)
-        path = work_dir(out, self.name) / "clusters.parquet"
-        atomic_write_parquet(path, clusters)
-        return {"duplicates": len(rows), "outputs": [*self.write_drops(out, shards, rows), str(path.relative_to(out))]}
-
-    def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
-        clusters = pq.read_table(work_dir(out, self.name) / "clusters.parquet").to_pylist()
-        return {"image_clusters": [{"run": run, **c} for c in clusters]}
+    def find(self, out: Path, shards: list[tuple[str, str]], settings: dict, gone: set):
+        return image_duplicates(out, shards, settings["radii"], gone)

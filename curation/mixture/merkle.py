@@ -2,7 +2,9 @@
 
 Leaves are `name:sha256` strings, sorted; interior nodes hash the concatenation of their two
 children (an odd node is paired with itself). Ledger tables are hashed by content, canonical
-JSON rows without the `seconds` timing column, so the root is the same for any worker count.
+JSON rows without the volatile columns (`curation.ledger.schema.VOLATILE_COLUMNS`: step timings, the
+run's start and end, host, library versions), so the root is the same for any worker count and for
+any re-run of the same recipe on the same inputs.
 One root lets an auditor confirm a whole stage (shards, sampling plans, ledger) at once.
 """
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+
+from curation.ledger.schema import VOLATILE_COLUMNS
 
 
 def merkle_root(leaves: list[str]) -> str:
@@ -26,7 +30,7 @@ def merkle_root(leaves: list[str]) -> str:
 def table_digest(path: Path) -> str:
     import pyarrow.parquet as pq
 
-    rows = [{k: v for k, v in r.items() if k != "seconds"} for r in pq.read_table(path).to_pylist()]
+    rows = [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in pq.read_table(path).to_pylist()]
     blob = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

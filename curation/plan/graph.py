@@ -100,7 +100,7 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
             chain = process_chain(src, comp, f.path, loaded.base_dir)
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "modality": src.modality,
                               "reader": modality.reader_settings(src), "steps": [[s.name, s.settings] for s in chain],
-                              "input": f.sha256, "files": modality.input_files(src, f.path),
+                              "input": f.sha256, "files": modality.input_files(src, f.path, loaded.base_dir),
                               "decisions": loaded.recipe.decisions})
             nodes.append(Node("process", src.name, f.shard_id, fp, spec={
                 "source": src.model_dump(mode="json"), "path": str(f.path), "rel": f.rel,

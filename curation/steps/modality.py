@@ -49,8 +49,9 @@ class Modality:
     codec: str | None = None                           # the recipe key naming its codec (`image_tokenizer`)
     processed_writer: Callable[..., "ProcessedWriter"] | None = None
     ledger_table: LedgerTable | None = None
-    # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints
-    input_files: Callable[[object, Path], object] = field(default=lambda src, path: None)
+    # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints;
+    # called with (source, shard path, recipe folder), the folder that relative `input.allow_roots` start from
+    input_files: Callable[[object, Path, Path], object] = field(default=lambda src, path, base_dir: None)
     # (processed text, metadata) -> the text benchmark decontamination matches, when it is more than the
     # text (an audio clip's transcript and its translation); None: the processed text alone
     decont_text: Callable[[str, dict], str] | None = None

@@ -101,7 +101,7 @@ def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(demo_run,
     assert a.keys() == b.keys() and len(a) >= 8 + 8 * 3 + 8 * 2 + 3 * 2 + 1
     assert [k for k in a if a[k] != b[k]] == []
     assert _ledger_rows(demo_run.out) == _ledger_rows(out)
-    for name in ("sources", "drops", "tokens", "quarantine", "inputs", "runs"):
+    for name in ("sources", "drops", "tokens", "quarantine", "inputs"):   # runs: start, end, host differ
         assert (demo_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
             (out / "ledger" / f"{name}.parquet").read_bytes()
 

@@ -39,7 +39,9 @@ def _image_items(bench: dict, reductions: list[int]) -> tuple[list[dict], int]:
     """(items with their pHash at every reduction in use, unreadable files) of one image benchmark: a
     folder or a tar. A benchmark image is compared with training images of several domains, each only
     with the hash made at that domain's reduction (`curation.steps.image.phash`)."""
-    from curation.steps.image.decode import decode   # Pillow ([images] extra): only image benchmarks need it
+    from curation.steps.image.decode import (
+        decode,  # Pillow ([images] extra): only image benchmarks need it
+    )
     path = Path(bench["path"])
     if path.is_dir():
         blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]

@@ -6,13 +6,15 @@ Decontamination sees a clip's transcript and its translation (`decont_text`): a 
 equals either removes the clip."""
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 
-from curation.core.hashing import fingerprint, sha256_file
+from curation.core.contain import InputTree, Refusal
+from curation.core.hashing import fingerprint
 from curation.core.layout import LONG_CONTEXT, shar_dir
 from curation.core.vocab import Vocabulary
 from curation.steps.audio.fingerprint import fingerprint as spectral_fingerprint
@@ -42,20 +44,39 @@ def _reader_settings(src) -> dict:
 
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
     a = src.audio_settings()
-    return [StepSpec("audio_check", a.model_dump(mode="json", include=set(CHECKED)),
-                     partial(AudioCheck, settings=a, base=Path(path).parent))]
+    roots = src.input.allowed_roots(base_dir)
+    return [StepSpec("audio_check", {**a.model_dump(mode="json", include=set(CHECKED)),
+                                     "allow_roots": [str(r) for r in roots]},
+                     partial(AudioCheck, settings=a, base=Path(path).parent, allow_roots=roots))]
 
 
-def manifest_files(src, manifest: Path) -> str:
-    """Content hash of the audio files a clip manifest names (missing ones are quarantined later)."""
+def manifest_files(src, manifest: Path, base_dir: Path | None = None) -> str:
+    """Content hash of the audio files a clip manifest names. A missing file, or one the source may not
+    read (outside the manifest's folder and `input.allow_roots`), counts as absent: the check quarantines
+    it later, and nothing outside the tree is ever read, not even to hash it."""
     names = set()
     for line in Path(manifest).read_bytes().splitlines():
         try:
-            names.add(str(json.loads(line)[src.audio_settings().audio_field]))
+            names.add(str(json.loads(line.decode("utf-8", "surrogateescape"))[src.audio_settings().audio_field]))
         except (ValueError, KeyError, TypeError):
             continue
     base = Path(manifest).parent
-    return fingerprint([(n, sha256_file(base / n) if (base / n).is_file() else None) for n in sorted(names)])
+    # without the recipe's folder only absolute allowed roots are known (relative ones count as absent)
+    roots = src.input.allowed_roots(base_dir) if base_dir is not None else \
+        [Path(r) for r in src.input.allow_roots if Path(r).is_absolute()]
+    tree = InputTree(base, roots)
+
+    def digest(name: str) -> str | None:
+        try:
+            got = tree.open_name(name, base)
+        except (OSError, ValueError):
+            return None
+        if isinstance(got, Refusal):
+            return None
+        with got:
+            return hashlib.file_digest(got, "sha256").hexdigest()
+    return fingerprint([(n.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), digest(n))
+                        for n in sorted(names)])
 
 
 class AudioProcessedWriter(ProcessedWriter):

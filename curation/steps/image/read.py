@@ -4,11 +4,15 @@ A WebDataset shard is a tar whose consecutive members sharing a key (`dir/key.jp
 `dir/key.json`) form one sample: one image member, optionally a caption (`.txt`, or the `caption`
 field of `.json`, whose other fields become metadata such as the page `url`). The read step's unit
 is a sample; a sample without an image member, a caption that is not UTF-8, or the rest of a
-truncated tar are quarantined with a reason, as is a repeated sample key.
+truncated tar are quarantined with a reason, as is a repeated sample key. A link member (symlink or
+hard link) is read only when it names an earlier file member of the same tar, whose bytes it then
+stands for (GNU tar stores the second name of a hard-linked file that way); a sample with any other
+link member is quarantined as `link_outside_input`: its bytes would come from outside the tar.
 """
 from __future__ import annotations
 
 import json
+import posixpath
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,30 +28,57 @@ from curation.steps.image.captions import CAPTION_REASONS, caption_problem, capt
 from curation.steps.image.recaption import load_recaptions
 
 
+def _link_target(m: tarfile.TarInfo) -> str:
+    """The member name a link member points at: hard links name it from the archive root, symlinks
+    relative to their own folder; an absolute or `..`-escaping target names no member."""
+    if m.linkname.startswith("/"):
+        return ""
+    base = "" if m.islnk() else posixpath.dirname(m.name)
+    target = posixpath.normpath(posixpath.join(base, m.linkname))
+    return "" if target == ".." or target.startswith("../") else target
+
+
 class WebDatasetReader(Reader):
     def __init__(self, path: Path, *, metadata_fields: list[str], shard_label: str, **kw):
         super().__init__(path, shard_label=shard_label, **kw)
         self.metadata_fields = metadata_fields
 
     def _samples(self) -> Iterator[tuple[str, dict[str, bytes]] | Reject]:
-        key, members = None, {}
+        key, members, links = None, {}, []
+        regular: dict[str, tarfile.TarInfo] = {}   # earlier file members, by normalised name
         try:
             with tarfile.open(self.path, "r:*") as tar:
                 for m in tar:
-                    if not m.isfile():
-                        continue
+                    if not (m.isfile() or m.issym() or m.islnk()):
+                        continue                    # folders; devices and fifos carry no sample data
                     k = key_of(m.name)
-                    if k != key and members:
-                        yield key, members
-                        members = {}
+                    if k != key and (members or links):
+                        yield self._sample(key, members, links)
+                        members, links = {}, []
                     key = k
-                    members[m.name[len(k):].lstrip(".").lower()] = tar.extractfile(m).read()
+                    ext = m.name[len(k):].lstrip(".").lower()
+                    if m.isfile():
+                        regular[posixpath.normpath(m.name)] = m
+                        members[ext] = tar.extractfile(m).read()
+                        continue
+                    target = _link_target(m)
+                    if target in regular:           # a link to an earlier member: its bytes, from this tar
+                        members[ext] = tar.extractfile(regular[target]).read()
+                    else:
+                        links.append(f"{m.name} -> {m.linkname}")
         except (tarfile.TarError, EOFError, OSError) as e:
             yield Reject(f"{self.shard_label}:{key or 0}", "truncated_tar",
                          f"{self.path}: the archive breaks after sample {key!r} ({e}); re-fetch it")
             return
-        if members:
-            yield key, members
+        if members or links:
+            yield self._sample(key, members, links)
+
+    def _sample(self, key: str, members: dict[str, bytes], links: list[str]) -> tuple[str, dict[str, bytes]] | Reject:
+        if links:
+            return Reject(f"{self.shard_label}:{key}", "link_outside_input",
+                          f"{self.path}: sample {key!r} has link members pointing outside the tar ({', '.join(links)}); "
+                          f"links are read only when they name an earlier file member")
+        return key, members
 
     def parse(self) -> Iterator[Record | Reject]:
         for item in self._samples():
@@ -69,7 +100,9 @@ class WebDatasetReader(Reader):
                         meta = {k: obj[k] for k in self.metadata_fields if k in obj}
                 if "txt" in members:
                     caption = members["txt"].decode("utf-8").strip()
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                # a JSON escape of a lone surrogate ("\ud800") decodes, but is no text a shard can hold
+                json.dumps([caption, meta], ensure_ascii=False).encode("utf-8")
+            except (UnicodeError, json.JSONDecodeError) as e:
                 yield Reject(loc, "bad_caption_encoding", f"{self.path}: sample {key!r}: {e}")
                 continue
             yield Record(id=key, source=self.source, text=caption, meta=meta, image=image)
