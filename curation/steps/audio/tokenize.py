@@ -127,6 +127,8 @@ class AudioTokenizer(ShardStep):
         wall = time.perf_counter()
         notes = self.stats.notes
         notes.update(batches=0, padded_seconds=0.0)
+        if not records:   # every clip of the shard was quarantined or removed: its Shar shard holds no cuts file
+            return
         by_id = {r.id: r for r in records}
         cuts = CutSet.from_shar(in_dir=str(self.shar_dir)).filter(lambda c: c.id in by_id)  # lazy
         codes = self.encode_all(cuts, len(by_id))

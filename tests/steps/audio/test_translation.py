@@ -148,16 +148,20 @@ def test_a_translation_source_declares_its_target_language():
 
 
 def _manifest(tmp_path: Path) -> Path:
+    """Clips next to the manifest (clip files outside its folder are refused unless `input.allow_roots`)."""
+    import shutil
+    for f in SPEECH.glob("LJ*.ogg"):
+        shutil.copyfile(f, tmp_path / f.name)
     transcripts = {json.loads(x)["audio"][:-4]: json.loads(x)["text"]
                    for x in (SPEECH / "speech.jsonl").read_text().splitlines()}
-    rows = [{"audio": str(SPEECH / f"{cid}.ogg"), "text": transcripts[cid], "recording": "LJ001",
+    rows = [{"audio": f"{cid}.ogg", "text": transcripts[cid], "recording": "LJ001",
              "order": int(cid[-4:]), "translation": GERMAN[cid], "translation_language": "de"}
             for cid in ("LJ001-0001", "LJ001-0002", "LJ001-0003", "LJ001-0004")]
-    rows.append({"audio": str(SPEECH / "LJ001-0006.ogg"), "recording": "LJ001", "order": 6,       # no transcript
+    rows.append({"audio": "LJ001-0006.ogg", "recording": "LJ001", "order": 6,       # no transcript
                  "translation": GERMAN["LJ001-0006"], "translation_language": "de"})
-    rows.append({"audio": str(SPEECH / "LJ001-0007.ogg"), "recording": "LJ001", "order": 7})      # nothing: audio only
-    rows.append({"audio": str(SPEECH / "LJ001-0008.ogg"), "recording": "LJ001", "order": 8, "translation": 42})
-    rows.append({"audio": str(SPEECH / "LJ001-0009.ogg"), "recording": "LJ001", "order": 9,
+    rows.append({"audio": "LJ001-0007.ogg", "recording": "LJ001", "order": 7})      # nothing: audio only
+    rows.append({"audio": "LJ001-0008.ogg", "recording": "LJ001", "order": 8, "translation": 42})
+    rows.append({"audio": "LJ001-0009.ogg", "recording": "LJ001", "order": 9,
                  "translation": " ".join([GERMAN["LJ001-0001"]] * 5)})                         # far too long
     path = tmp_path / "clips.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
