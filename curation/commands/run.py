@@ -22,6 +22,7 @@ from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
 from curation.shards import read_index
+from curation.steps.image.worklist import write_worklist
 from curation.train.writeback import previous_consumed
 
 EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
@@ -66,6 +67,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
         done = execute(plan, out, ex)
+    write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}

@@ -18,6 +18,10 @@ class Images(Strict):
     # pixels after resizing (tokens ≈ area / 256); at most 4096 × 4096, 65,536 codes per image
     area: int = Field(default=256 * 256, ge=256, le=2**24)
     caption: Literal["before", "after", "none"] = "after"
+    # regenerated captions to use on this run (Parquet or JSONL: `id`, `caption`, optional `source`), e.g.
+    # a vision-language model's answers to OUT/review/captions_to_regenerate.parquet; re-checked like any
+    # caption (curation.steps.image.recaption). Relative to the recipe.
+    recaptions: str | None = Field(default=None, min_length=1)
     # codes per encoder batch (one image shape per batch); a checkpoint is written after each batch
     batch_tokens: int = Field(default=16384, ge=1, le=2**22)
 
@@ -38,7 +42,12 @@ class Audio(Strict):
     A manifest line names one clip: `audio_field` (a file relative to the manifest), and optionally
     the transcript (`input.text_field`), `recording_field` + `order_field` (clips of one recording in
     order: consecutive transcribed clips are interleaved with their transcripts), `start_field` /
-    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`."""
+    `end_field` (a segment of the file, in seconds), `speaker_field`, `language_field`, and
+    `translation_field` (the speech translated into `translation_language`): each clip with one also
+    becomes a translation pair (audio, `speech_translate`, the translation's text;
+    `curation.steps.audio.interleave`). The sequence does not name the target language, so a source
+    declares its one target language, and a clip whose `translation_language_field` names another is
+    quarantined (`translation_language_mismatch`)."""
     audio_field: str = "audio"
     recording_field: str = "recording"
     order_field: str = "order"
@@ -46,6 +55,9 @@ class Audio(Strict):
     end_field: str = "end"
     speaker_field: str = "speaker"
     language_field: str = "language"
+    translation_field: str | None = None       # null: the source has no translation pairs
+    translation_language: str | None = Field(default=None, min_length=1)   # the target language, e.g. "en"
+    translation_language_field: str = "translation_language"
     # a clip (or segment) is decoded whole before these checks, so an hour is the most a setting may allow
     min_seconds: float = Field(default=0.5, gt=0, le=3600)   # shorter clips: quarantined (`too_short`)
     max_seconds: float = Field(default=120.0, gt=0, le=3600)  # longer clips: quarantined (`too_long`)
@@ -64,6 +76,10 @@ class Audio(Strict):
             raise ValueError(f"min_seconds ({self.min_seconds}) must be <= max_seconds ({self.max_seconds})")
         if self.chars_per_second[0] > self.chars_per_second[1]:
             raise ValueError(f"chars_per_second must be [min, max], got {list(self.chars_per_second)}")
+        if self.translation_field is not None and self.translation_language is None:
+            raise ValueError("translation_field needs translation_language: the one language this source's "
+                             "translations are in (translation pairs do not name it; put each target language "
+                             "of a corpus in its own source)")
         return self
 
 

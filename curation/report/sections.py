@@ -144,17 +144,28 @@ def media_sections(rows: dict) -> list[Section]:
                                   "caption", "area (pixels)", "batches"],
                                  [[i["source"], i["category"], i["domain"], i["samples"], i["image_tokens"],
                                    i["paired_text_tokens"], i["caption"], i["area"], i["batches"]] for i in rows["images"]])))
+    if any(c["checked"] or c["regenerated"] for c in rows.get("captions", [])):
+        out.append(Section(MEDIA, "Captions", "Captions checked per source (`token_loop`, `repetitive_caption`, "
+                           "`prompt_fragment`, ...), quarantined by a check (exported to "
+                           "`review/captions_to_regenerate.parquet`), and replaced by regenerated captions from "
+                           "`images.recaptions`, then kept or flagged again. Ledger table `captions`.",
+                           table(["source", "checked", "flagged", "regenerated", "regenerated, kept",
+                                  "regenerated, flagged"],
+                                 [[c["source"], c["checked"], c["flagged"], c["regenerated"], c["regenerated_kept"],
+                                   c["regenerated_flagged"]] for c in rows["captions"]])))
     if rows.get("audio"):
         out.append(Section(MEDIA, "Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text "
-                           "tokens of transcripts in the shards; sequences by kind (interleaved speech-text, "
-                           "transcription pairs, audio only) and pool (stage 2 up to 8,192 tokens, long context above); "
-                           "padding of the bucketed encoder batches. Ledger table `audio`.",
+                           "tokens of transcripts and translations in the shards; sequences by kind (interleaved "
+                           "speech-text, transcription pairs, translation pairs, audio only) and pool (stage 2 up to "
+                           "8,192 tokens, long context above); padding of the bucketed encoder batches. Ledger table "
+                           "`audio`.",
                            table(["source", "category", "clips", "hours", "audio tokens", "paired text tokens",
-                                  "interleaved", "transcription", "audio only", "stage-2 pool", "long-context pool",
-                                  "batches", "padding %"],
+                                  "interleaved", "transcription", "translation", "audio only", "stage-2 pool",
+                                  "long-context pool", "batches", "padding %"],
                                  [[a["source"], a["category"], a["clips"], f"{a['hours']:.4f}", a["audio_tokens"],
-                                   a["paired_text_tokens"], a["interleaved"], a["transcription"], a["audio_only"],
-                                   a["stage2_pool"], a["long_context_pool"], a["batches"], a["padding_pct"]]
+                                   a["paired_text_tokens"], a["interleaved"], a["transcription"], a.get("translation", 0),
+                                   a["audio_only"], a["stage2_pool"], a["long_context_pool"], a["batches"],
+                                   a["padding_pct"]]
                                   for a in rows["audio"]])))
     if rows.get("interleaved"):
         out.append(Section(MEDIA, "Interleaved documents", "Image-text documents after checks and dedup: images "

@@ -56,6 +56,13 @@ class Modality:
     # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints;
     # called with (source, shard path, recipe folder), the folder that relative `input.allow_roots` start from
     input_files: Callable[[object, Path, Path], object] = field(default=lambda src, path, base_dir: None)
+    # (processed text, metadata) -> the text benchmark decontamination matches, when it is more than the
+    # text (an audio clip's transcript and its translation); None: the processed text alone
+    decont_text: Callable[[str, dict], str] | None = None
+
+    def decontaminated_text(self, text: str, meta_json: str | None) -> str:
+        """What decontamination matches and shows for one processed row (`text`, `meta` columns)."""
+        return text if self.decont_text is None else self.decont_text(text, json.loads(meta_json or "{}"))
 
     def codecs(self, src) -> dict[str, str]:
         """{codec kind: recipe key} of the codecs `src`'s encoder runs (what the plan resolves and fingerprints)."""

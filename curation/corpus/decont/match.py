@@ -26,6 +26,7 @@ from curation.corpus.decont.index import build_index, match
 from curation.errors import CurateError, RecordError
 from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
 from curation.steps.interleaved.document import image_hashes
+from curation.steps.registry import MODALITIES
 from curation.steps.text.minhash import Shingler
 
 FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
@@ -88,15 +89,27 @@ def run_decont_index(out: Path, node: Node) -> dict:
                                                    for k in range(spec["shards"])]}
 
 
+def decont_texts(out: Path, source: str, shard: str, modality: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a processed shard as decontamination sees them: the processed text, or what the
+    modality declares (`Modality.decont_text`: an audio clip's transcript and translation)."""
+    m = MODALITIES[modality]
+    cols = ["id", "text"] if m.decont_text is None else ["id", "text", "meta"]
+    t = pq.read_table(processed_path(out, source, shard), columns=cols)
+    texts = t.column("text").to_pylist()
+    if m.decont_text is not None:
+        texts = [m.decontaminated_text(x, meta) for x, meta in zip(texts, t.column("meta").to_pylist())]
+    return t.column("id").to_pylist(), texts
+
+
 def run_decont(out: Path, node: Node) -> dict:
     out_dir, spec = out, node.spec
     items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
     bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
-    table = pq.read_table(processed_path(out_dir, node.source, node.shard), columns=["id", "text"])
+    ids, texts = decont_texts(out_dir, node.source, node.shard, spec.get("modality", "text"))
     shingler = Shingler.cached(spec["ngram"], "eng")
-    hashes = [shingler(t) for t in table.column("text").to_pylist()]
+    hashes = [shingler(t) for t in texts]
     rows = []
-    for rid, found in zip(table.column("id").to_pylist(), match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
+    for rid, found in zip(ids, match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
         if not found:
             continue
         # the best item: highest share of its n-grams, then most n-grams, then first in the registry
@@ -110,7 +123,7 @@ def run_decont(out: Path, node: Node) -> dict:
         rows = _image_flags(out_dir, node, rows, bench, item_ids)
     path = flags_path(out_dir, node.source, node.shard)
     atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
-    return {"documents": table.num_rows, "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
+    return {"documents": len(ids), "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
 
 
 def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids: list) -> list[dict]:

@@ -85,14 +85,15 @@ class DecontPhase(CorpusPhase):
             {"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint, "process": p.fingerprint,
              "threshold": cfg.threshold, "radii": cfg.image_radii}),
             deps=[p.key, index.key], spec={"ngram": cfg.ngram, "shards": cfg.index_shards, "threshold": cfg.threshold,
-                                           "image_radii": cfg.image_radii,
+                                           "image_radii": cfg.image_radii, "modality": ctx.source(p.source).modality,
                                            "image": ctx.source(p.source).modality in IMAGE_MODALITIES})
             for p in ctx.process]
         policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
                   "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}
         resolve = Node("decont_resolve", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_resolve", "policy": policy, "match": [n.fingerprint for n in match]}),
-            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards()})
+            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards(),
+                                               "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
         return [[index], match, [resolve]]
 
     def runners(self):
@@ -108,7 +109,7 @@ class DecontPhase(CorpusPhase):
         documents = Counter()
         for s, sh in shards:
             documents[s] += pq.ParquetFile(processed_path(out, s, sh)).metadata.num_rows
-        review = write_review(out, flags, spec["ngram"])
+        review = write_review(out, flags, spec["ngram"], spec.get("modalities", {}))
         removed = [f for f in flags if f["status"] == "removed"]
         for source, n in sorted(Counter(f["source"] for f in removed).items()):
             rate = n / max(documents[source], 1)

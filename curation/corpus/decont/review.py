@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_bytes, atomic_write_parquet
-from curation.core.layout import decont_dir, processed_path
+from curation.core.layout import decont_dir
 from curation.corpus.decont.index import overlap_words
+from curation.corpus.decont.match import decont_texts
 from curation.steps.text.minhash import Shingler
 
 _CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
@@ -33,14 +34,14 @@ def _highlight(words: list[str], marks: list[bool]) -> str:
     return " ".join(out)
 
 
-def write_review(out: Path, flags: list[dict], n: int) -> Path:
+def write_review(out: Path, flags: list[dict], n: int, modalities: dict[str, str] | None = None) -> Path:
+    """`modalities`: source -> modality, for the text each sample was matched on (`decont_texts`)."""
     item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
     items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
     texts: dict[tuple[str, str, str], str] = {}
     for source, shard in sorted({(f["source"], f["shard"]) for f in flags}):
-        t = pq.read_table(processed_path(out, source, shard), columns=["id", "text"])
         wanted = {f["id"] for f in flags if (f["source"], f["shard"]) == (source, shard)}
-        for rid, text in zip(t.column("id").to_pylist(), t.column("text").to_pylist()):
+        for rid, text in zip(*decont_texts(out, source, shard, (modalities or {}).get(source, "text"))):
             if rid in wanted:
                 texts[(source, shard, rid)] = text
     rows = [f | {"text": texts[(f["source"], f["shard"], f["id"])], "item_text": items[f["item"]]} for f in flags]

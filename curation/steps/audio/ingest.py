@@ -2,12 +2,15 @@
 
 `AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `recipe.schema.Audio`):
 the audio file (relative to the manifest), optional segment times, transcript, recording, clip order,
-speaker and language. A line it cannot take is quarantined with a reason: `bad_json` (not a JSON
-object, or text that is not UTF-8 outside the transcript), `no_audio`, `bad_transcript_encoding` (a
-transcript that is not UTF-8, or holds a lone surrogate escape: treated like image captions),
-`bad_transcript` (not a string), `bad_order` (not an integer), `bad_segment` (start/end not finite
-numbers, negative, or end not after start), `bad_field` (id, recording, speaker or language not a
-string or integer).
+speaker and language, and a translation of the speech (kept in the metadata as `translation` /
+`translation_language` when the source names a `translation_field`). A line it cannot take is
+quarantined with a reason: `bad_json` (not a JSON object, or text that is not UTF-8 outside the
+transcript), `no_audio`, `bad_transcript_encoding` (a transcript that is not UTF-8, or holds a lone
+surrogate escape: treated like image captions), `bad_transcript` (not a string), `bad_translation` (a
+translation that is not a string or not UTF-8), `translation_language_mismatch` (its
+`translation_language_field` names another language than the source's `translation_language`),
+`bad_order` (not an integer), `bad_segment` (start/end not finite numbers, negative, or end not after
+start), `bad_field` (id, recording, speaker or language not a string or integer).
 
 `AudioCheck` opens the file only inside the manifest's folder or `input.allow_roots`
 (`curation.core.contain`: `path_outside_input` for `..` and absolute names outside them,
@@ -16,7 +19,8 @@ string or integer).
 not decode (`undecodable_audio`), samples that are NaN or infinite (`nan_audio`), empty clips
 (`empty_audio`), clips shorter or longer than the recipe allows (`too_short`, `too_long`), silence
 (`silent`: peak under `silence_dbfs`) and transcripts whose length does not fit the duration
-(`transcript_mismatch`: characters per second outside the range).
+(`transcript_mismatch`: characters per second outside the range), and translations that do not
+(`translation_mismatch`, the same range).
 
 The processed shard keeps the clips as a Lhotse Shar directory (`SharShard`): 24 kHz FLAC recordings
 and one supervision per transcribed clip (text, language, speaker, recording, order).
@@ -144,6 +148,14 @@ class AudioManifestReader(Reader):
             return "bad_transcript", f"{self.text_field!r} is a {type(text).__name__}, not text"
         if text is not None and _unencodable(text) is not None:
             return "bad_transcript_encoding", f"{self.text_field!r} is not UTF-8 text: {text[:80]!r}"
+        translation = obj.get(a.translation_field) if a.translation_field else None
+        if translation is not None and (not isinstance(translation, str) or _unencodable(translation) is not None):
+            return "bad_translation", f"{a.translation_field!r} holds {translation!r:.80}, not UTF-8 text"
+        target = obj.get(a.translation_language_field) if translation else None
+        if target is not None and str(target) != a.translation_language:
+            return ("translation_language_mismatch", f"a translation into {target!r}; this source's "
+                    f"translation_language is {a.translation_language!r} (one target language per source: "
+                    f"translation pairs do not name it)")
         scalars = [f for f in (self.id_field, a.recording_field, a.speaker_field, a.language_field) if f]
         for field in scalars:
             v = obj.get(field)
@@ -171,6 +183,8 @@ class AudioManifestReader(Reader):
         meta.update({"file": audio, "recording": str(obj.get(a.recording_field) or rid), "order": order,
                      "start": start, "end": end, "speaker": obj.get(a.speaker_field),
                      "language": obj.get(a.language_field)})
+        if translation and translation.strip():   # only then: other sources' metadata stays as it was
+            meta.update({"translation": translation, "translation_language": a.translation_language})
         return Record(id=rid, source=self.source, text=text or "", meta=meta)
 
 
@@ -211,6 +225,12 @@ class AudioCheck(Step):
             if not lo <= rate <= hi:
                 raise RecordError("transcript_mismatch", f"{m['file']}: {len(record.text)} characters for "
                                   f"{seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
+        if m.get("translation"):
+            rate = len(m["translation"]) / seconds
+            lo, hi = self.a.chars_per_second
+            if not lo <= rate <= hi:
+                raise RecordError("translation_mismatch", f"{m['file']}: {len(m['translation'])} characters of "
+                                  f"translation for {seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
         m.update({"seconds": round(seconds, 4), "samples": int(wave.size)})
         record.audio = wave
         return record

@@ -1,6 +1,9 @@
 """The audio modality: clip manifests, checked 24 kHz mono clips kept as a Lhotse Shar shard beside the
 processed table, encoded with the WavTokenizer-family codec and laid out as interleaved speech-text,
-transcription and audio-only sequences (`curation.steps.audio.tokenize`)."""
+transcription, translation and audio-only sequences (`curation.steps.audio.tokenize`).
+
+Decontamination sees a clip's transcript and its translation (`decont_text`): a benchmark item that
+equals either removes the clip."""
 from __future__ import annotations
 
 import json
@@ -22,7 +25,8 @@ from curation.steps.modality import LedgerTable, Modality, ProcessedWriter
 
 # the clip checks read these audio settings; the others belong to tokenization and dedup
 CHECKED = ("audio_field", "recording_field", "order_field", "start_field", "end_field", "speaker_field",
-           "language_field", "min_seconds", "max_seconds", "silence_dbfs", "chars_per_second")
+           "language_field", "translation_field", "translation_language", "translation_language_field", "min_seconds", "max_seconds",
+           "silence_dbfs", "chars_per_second")
 
 
 def _reader(src, path: Path, **kw):
@@ -107,7 +111,8 @@ def _ledger_row(run: str, src, stats, counts: dict) -> dict:
     return {"run": run, "source": src.name, "category": src.category, "clips": g("clips"),
             "hours": round(n.get("seconds", 0) / 3600, 6), "audio_codes": g("codes"),
             "audio_tokens": counts["audio"], "paired_text_tokens": counts["text"],
-            "interleaved": g("interleaved"), "transcription": g("transcription"), "audio_only": g("audio_only"),
+            "interleaved": g("interleaved"), "transcription": g("transcription"), "translation": g("translation"),
+            "translation_text_tokens": g("translation_text_tokens"), "audio_only": g("audio_only"),
             "stage2_pool": g("stage2"), "long_context_pool": g("long_context"), "batches": g("batches"),
             "padding_pct": round(100 * (1 - n.get("seconds", 0) / n["padded_seconds"]), 3)
             if n.get("padded_seconds") else 0.0}
@@ -116,9 +121,17 @@ def _ledger_row(run: str, src, stats, counts: dict) -> dict:
 AUDIO_TABLE = pa.schema([("run", pa.string()), ("source", pa.string()), ("category", pa.string()),
                          ("clips", pa.int64()), ("hours", pa.float64()), ("audio_codes", pa.int64()),
                          ("audio_tokens", pa.int64()), ("paired_text_tokens", pa.int64()),
-                         ("interleaved", pa.int64()), ("transcription", pa.int64()), ("audio_only", pa.int64()),
+                         ("interleaved", pa.int64()), ("transcription", pa.int64()), ("translation", pa.int64()),
+                         ("translation_text_tokens", pa.int64()), ("audio_only", pa.int64()),
                          ("stage2_pool", pa.int64()), ("long_context_pool", pa.int64()), ("batches", pa.int64()),
                          ("padding_pct", pa.float64())])
+
+
+def _decont_text(transcript: str, meta: dict) -> str:
+    """The transcript and the translation, one per line. The n-grams spanning the line break only add
+    to the clip's: a benchmark item equal to either text still finds all of its n-grams there."""
+    return "\n".join(t for t in (transcript, meta.get("translation")) if t)
+
 
 AUDIO = Modality(
     name="audio",
@@ -134,4 +147,5 @@ AUDIO = Modality(
     codec="audio_tokenizer",
     ledger_table=LedgerTable("audio", AUDIO_TABLE, _ledger_row),
     input_files=manifest_files,
+    decont_text=_decont_text,
 )

@@ -17,12 +17,15 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+
 from curation.core.extras import require
 from curation.core.media import IMAGE_EXTS, key_of
 from curation.core.record import Drop, Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject, Step
-from curation.steps.image.captions import caption_problem
+from curation.steps.image.captions import CAPTION_REASONS, caption_problem, caption_problems
+from curation.steps.image.recaption import load_recaptions
 
 
 def _link_target(m: tarfile.TarInfo) -> str:
@@ -143,10 +146,16 @@ class ImageCheck(Step):
     """Decode and validate the image (reasons from `curation.steps.image.decode`), enforce the minimum side,
     check the caption of paired samples (quarantined with the problem as reason), and record the
     image's size, domain, 64-bit pHash and the pHash's input size (`phash_reduce`: the source's setting,
-    else the domain's) in the metadata for dedup and decontamination."""
+    else the domain's) in the metadata for dedup and decontamination.
+
+    With `recaptions` (the source's `images.recaptions` file), a listed sample's caption is replaced
+    by its regenerated one before the check (`curation.steps.image.recaption`); the step's notes count
+    `captioned`, `caption_regenerated` and `caption_regenerated_flagged`, the ledger table `captions`
+    shows them per source."""
     name = "image_check"
 
-    def __init__(self, *, min_side: int, domain: str, phash_reduce: int | None = None, **kw):
+    def __init__(self, *, min_side: int, domain: str, phash_reduce: int | None = None,
+                 recaptions: str | None = None, recaptions_sha256: str | None = None, **kw):
         super().__init__(**kw)
         require("images", "image sources")
         # Pillow and imagehash load here, not when the module is imported: text-only runs import this module
@@ -154,14 +163,47 @@ class ImageCheck(Step):
         from curation.steps.image.phash import domain_phash, domain_reduce
         self._decode, self._phash = decode, domain_phash
         self.min_side, self.domain, self.phash_reduce = min_side, domain, domain_reduce(domain, phash_reduce)
+        self.recaptions = load_recaptions(recaptions, recaptions_sha256, self.source) if recaptions else {}
+
+    def _caption(self, record: Record) -> None:
+        """Replace a regenerated caption, then check the caption (RecordError: quarantined by the base)."""
+        notes = self.stats.notes
+        new = self.recaptions.get(record.id)
+        if new is not None:
+            notes["caption_regenerated"] += 1
+            replaced = caption_problems(record.text) if record.text else []
+            record.meta.update({"caption_regenerated": True, **({"caption_flagged": replaced} if replaced else {})})
+            record.text = new
+        elif not record.text:
+            return                                  # an unpaired image: no caption to check
+        notes["captioned"] += 1
+        if problem := caption_problem(record.text):
+            if new is not None:
+                notes["caption_regenerated_flagged"] += 1
+            raise RecordError(problem, ("regenerated caption " if new is not None else "") + repr(record.text[:200]))
 
     def process(self, record: Record) -> Record | Drop:
         img = self._decode(record.image)  # RecordError -> quarantined by the base class with its reason
         if min(img.size) < self.min_side:
             return Drop("image_too_small")
-        if record.text and (problem := caption_problem(record.text)):
-            raise RecordError(problem, repr(record.text[:200]))
+        self._caption(record)
         record.meta.update({"width": img.width, "height": img.height, "domain": self.domain,
                             "phash": self._phash(img, self.domain, self.phash_reduce),
                             "phash_reduce": self.phash_reduce})
         return record
+
+    # the ledger table this step contributes (`curation.ledger.rows` asks `LEDGER_STEPS`)
+    ledger_tables = {"captions": pa.schema([
+        ("run", pa.string()), ("source", pa.string()), ("checked", pa.int64()), ("flagged", pa.int64()),
+        ("regenerated", pa.int64()), ("regenerated_kept", pa.int64()), ("regenerated_flagged", pa.int64())])}
+
+    @staticmethod
+    def ledger_rows(run: str, source: str, stats) -> dict[str, list[dict]]:
+        """Captions checked (regenerations included), quarantined by a caption check, replaced by a
+        regenerated caption, and of those kept or quarantined again."""
+        n = stats.notes
+        regenerated, again = int(n["caption_regenerated"]), int(n["caption_regenerated_flagged"])
+        return {"captions": [{"run": run, "source": source, "checked": int(n["captioned"]),
+                              "flagged": sum(stats.quarantined[r] for r in CAPTION_REASONS),
+                              "regenerated": regenerated, "regenerated_kept": regenerated - again,
+                              "regenerated_flagged": again}]}
