@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "recipes" / "demo.yaml"
+TEXT_DEMO = REPO / "recipes" / "text.yaml"
 VOCAB = REPO / "tokenizers" / "curate-demo-v1.yaml"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -31,12 +31,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory):
-    """The demo recipe run once with the local executor (the determinism reference); tests must not
-    modify its output."""
+def text_run(tmp_path_factory):
+    """The text demo (recipes/text.yaml) run once with the local executor (the determinism reference);
+    tests must not modify its output."""
     from curation.commands.run import run
-    out = tmp_path_factory.mktemp("demo")
-    return run(DEMO, out, progress=False)
+    out = tmp_path_factory.mktemp("text")
+    return run(TEXT_DEMO, out, progress=False)
 
 
 @pytest.fixture

@@ -148,8 +148,11 @@ def _cmd_ablate(a) -> int:
 def _cmd_demo(a) -> int:
     from curation.commands.demo import materialise
     recipe = materialise(Path(a.dir))
-    print(f"wrote the demo recipe {recipe} with its corpus and vocabulary (also images.yaml, audio.yaml, "
-          f"acquisition.yaml)\nrun it:  curate run {recipe} --out {Path(a.dir) / 'out'}")
+    others = sorted(p.name for p in recipe.parent.glob("*.yaml") if p != recipe)
+    print(f"wrote the multimodal demo recipe {recipe} with its data and vocabulary (also {', '.join(others)})\n"
+          f"run it:  curate run {recipe} --out {Path(a.dir) / 'out'}\n"
+          f"it has image and audio sources: pip install 'curate-llm[images,audio]' first; a text-only install "
+          f"runs {recipe.parent / 'text.yaml'}")
     return 0
 
 

@@ -30,3 +30,13 @@ def require(extra: str, what: str) -> None:
     if gone := missing(extra):
         raise CurateError(f"{what}: the optional dependencies {', '.join(gone)} are not installed; "
                           f"pip install '{DISTRIBUTION}[{extra}]'")
+
+
+def require_all(extras: list[str], what: str) -> None:
+    """`require` for several extras at once: one error naming every missing extra and one pip command."""
+    short = [e for e in extras if missing(e)]
+    if not short:
+        return
+    gone = sorted({m for e in short for m in missing(e)})
+    raise CurateError(f"{what}: the optional dependencies {', '.join(gone)} are not installed; "
+                      f"pip install '{DISTRIBUTION}[{','.join(short)}]'")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from curation.core.extras import require
+from curation.core.extras import require_all
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.vocab import Vocabulary
@@ -151,9 +151,10 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
 def load_plan(recipe_path, raw_root=None) -> Plan:
     """Load a recipe (inputs resolved, acquired ones under `raw_root`) and plan it."""
     loaded = load_recipe(recipe_path, raw_root=raw_root)
-    for modality, extra in (("image", "images"), ("audio", "audio")):   # optional dependencies, named
-        if any(s.modality == modality for s in loaded.recipe.sources):
-            require(extra, f"{modality} sources")
+    # optional dependencies, all named in one error: modality -> the extra it needs
+    used = [(m, extra) for m, extra in (("image", "images"), ("audio", "audio"))
+            if any(s.modality == m for s in loaded.recipe.sources)]
+    require_all([extra for _, extra in used], " and ".join(f"{m} sources" for m, _ in used))
     vocab = Vocabulary.load(loaded.resolve(loaded.recipe.vocabulary))
     vocab.tokenizer  # noqa: B018 - fail before any work if the tokenizer does not fit the vocabulary
     return build_plan(loaded, vocab)

@@ -66,6 +66,9 @@ class Audio(Strict):
     chars_per_second: tuple[_Rate, _Rate] = (4.0, 30.0)
     max_batch_seconds: float = Field(default=120.0, gt=0, le=3600)   # total padded audio per encoder batch
     interleave: bool = True           # consecutive transcribed clips → interleaved speech-text sequences
+    # sequences up to this many tokens (eod included) form the source's stage-2 pool, longer ones its
+    # long-context pool (`<source>.long_context`, which long-context stages draw from); Apertus 1.5: 8,192
+    stage2_max_tokens: int = Field(default=8192, ge=16, le=2**20)
     # near duplicates: spectral-fingerprint bit error rate over 1.5 s or more (stricter for shorter
     # overlaps, see curation.steps.audio.fingerprint); null: exact duplicates only
     near_dup_ber: float | None = Field(default=0.35, ge=0, le=0.5)

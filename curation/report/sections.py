@@ -157,8 +157,8 @@ def media_sections(rows: dict) -> list[Section]:
         out.append(Section(MEDIA, "Audio", "Clips and hours after checks and dedup; codes (40 per second) and the text "
                            "tokens of transcripts and translations in the shards; sequences by kind (interleaved "
                            "speech-text, transcription pairs, translation pairs, audio only) and pool (stage 2 up to "
-                           "8,192 tokens, long context above); padding of the bucketed encoder batches. Ledger table "
-                           "`audio`.",
+                           "`audio.stage2_max_tokens`, 8,192 by default; long context above); padding of the "
+                           "bucketed encoder batches. Ledger table `audio`.",
                            table(["source", "category", "clips", "hours", "audio tokens", "paired text tokens",
                                   "interleaved", "transcription", "translation", "audio only", "stage-2 pool",
                                   "long-context pool", "batches", "padding %"],

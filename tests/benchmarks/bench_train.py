@@ -32,7 +32,7 @@ def main() -> None:
     from curation.commands.run import run
     from curation.train.loop import TrainConfig, Trainer
     out = REPO / "out" / "demo"
-    run(REPO / "recipes" / "demo.yaml", out, progress=False)
+    run(REPO / "recipes" / "text.yaml", out, progress=False)
     manifest = out / "manifests" / "stage1.json"
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(max_steps=args.steps, batch_size=8, seq_length=256, checkpoint_every=10**9)

@@ -13,7 +13,7 @@ from curation.commands.cli import build_parser, main
 from curation.commands.console import Session, exit_code
 from curation.errors import ConservationError, CurateError, InputError, RecipeError, VerifyError
 from curation.ledger.store import write_ledger
-from tests.conftest import DEMO, english_doc, make_recipe, write_jsonl
+from tests.conftest import TEXT_DEMO, english_doc, make_recipe, write_jsonl
 from tests.report.ledgers import soofi_like
 
 
@@ -30,9 +30,9 @@ def test_help_lists_the_commands(capsys):
 
 
 def test_validate_and_explain(capsys):
-    assert main(["validate", str(DEMO)]) == 0
+    assert main(["validate", str(TEXT_DEMO)]) == 0
     assert "3 source(s), 8 input file(s)" in capsys.readouterr().out
-    assert main(["explain", str(DEMO)]) == 0
+    assert main(["explain", str(TEXT_DEMO)]) == 0
     text = capsys.readouterr().out
     assert "read → licence → robots_optout → normalize → length → language" in text and "merge" in text
     assert text.count("    process  ") == 8 and text.count("    tokenize ") == 8
@@ -114,12 +114,12 @@ def test_every_command_takes_verbose_quiet_and_log():
 def test_verbosity_sets_the_curation_loggers(capsys):
     for argv, level in ((["-q"], logging.ERROR), ([], logging.WARNING), (["-v"], logging.INFO),
                         (["-vv"], logging.DEBUG)):
-        assert main(["validate", str(DEMO), *argv]) == 0
+        assert main(["validate", str(TEXT_DEMO), *argv]) == 0
         assert logging.getLogger("curation").level == level
     capsys.readouterr()
     logging.getLogger("curation.test").info("shown with -v")
     assert "INFO curation.test: shown with -v" in capsys.readouterr().err
-    assert main(["validate", str(DEMO), "-q"]) == 0
+    assert main(["validate", str(TEXT_DEMO), "-q"]) == 0
     logging.getLogger("curation.test").warning("hidden by -q")
     assert "hidden by -q" not in capsys.readouterr().err
     logging.getLogger("curation").setLevel(logging.WARNING)
@@ -127,10 +127,10 @@ def test_verbosity_sets_the_curation_loggers(capsys):
 
 def test_log_file_holds_the_output_and_the_traceback(tmp_path, capsys):
     log = tmp_path / "curate.log"
-    assert main(["validate", str(DEMO), "--log", str(log)]) == 0
+    assert main(["validate", str(TEXT_DEMO), "--log", str(log)]) == 0
     out = capsys.readouterr().out
     text = log.read_text()
-    assert text.startswith("==> ") and f"curate validate {DEMO} --log {log}" in text.splitlines()[0]
+    assert text.startswith("==> ") and f"curate validate {TEXT_DEMO} --log {log}" in text.splitlines()[0]
     assert out.strip() in text and text.endswith("<== exit 0\n")
     recipe = _bad_recipe(tmp_path)
     assert main(["validate", str(recipe), "--log", str(log)]) == 3
@@ -140,7 +140,7 @@ def test_log_file_holds_the_output_and_the_traceback(tmp_path, capsys):
     assert "Traceback" not in err and run.endswith("<== exit 3\n")
     assert main(["validate", str(recipe), "-v"]) == 3           # -v: the traceback on stderr
     assert "Traceback (most recent call last)" in capsys.readouterr().err
-    assert main(["validate", str(DEMO), "--log", str(tmp_path / "no" / "such" / "dir.log")]) == 2
+    assert main(["validate", str(TEXT_DEMO), "--log", str(tmp_path / "no" / "such" / "dir.log")]) == 2
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +186,8 @@ def test_ledger_exports_every_table_into_a_folder(ledger_out, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_ledger_verify_and_report_commands(demo_run, capsys):
-    out = demo_run.out
+def test_ledger_verify_and_report_commands(text_run, capsys):
+    out = text_run.out
     assert main(["verify", str(out / "manifests" / "stage1.json")]) == 0
     assert "verified" in capsys.readouterr().out
     assert main(["ledger", str(out), "--sql", "SELECT source, total_tokens FROM tokens ORDER BY source"]) == 0

@@ -10,7 +10,7 @@ def test_demo_copies_recipes_and_tokenizers_and_keeps_edits(tmp_path):
     assert data_root() == REPO                        # a checkout reads them in place
     recipe = materialise(tmp_path / "d")
     assert recipe == tmp_path / "d" / "recipes" / "demo.yaml"
-    for rel in ("recipes/demo.yaml", "recipes/demo/corpus", "tokenizers/curate-demo-v1.yaml",
+    for rel in ("recipes/demo.yaml", "recipes/text.yaml", "recipes/demo/corpus", "tokenizers/curate-demo-v1.yaml",
                 "tokenizers/curate-demo-bpe.json", "recipes/images.yaml"):
         assert (tmp_path / "d" / rel).exists()
     assert recipe.read_bytes() == (REPO / "recipes" / "demo.yaml").read_bytes()

@@ -13,14 +13,14 @@ from curation.errors import ConservationError, VerifyError
 from curation.ledger import query
 from curation.ledger.conservation import check_conservation
 from curation.mixture.manifests import megatron_blend, verify_manifest
-from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
+from tests.conftest import REPO, TEXT_DEMO, english_doc, make_recipe, write_jsonl
 from tests.outputs import _files, _ledger_rows
 
 pytestmark = pytest.mark.slow
 
 
-def test_demo_run_verifies_and_balances(demo_run):
-    out = demo_run.out
+def test_demo_run_verifies_and_balances(text_run):
+    out = text_run.out
     assert sorted(p.name for p in (out / "manifests").glob("*.json")) == [
         "cooldown.json", "long-context-4k.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
@@ -32,7 +32,7 @@ def test_demo_run_verifies_and_balances(demo_run):
     assert [b["upper"] for b in lc["long_context"]["buckets"]] == [1024, 2048, 4096]
     assert lc["long_context"]["buckets"][-1]["topup_tokens"] > 0 and lc["long_context"]["fill"] > 0.9
     m = json.loads(manifest.read_text())
-    assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == demo_run.plan.recipe.fingerprint
+    assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == text_run.plan.recipe.fingerprint
     assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]
     # the Megatron blend: stage indices of the planned occurrences, weighted by the samples one pass yields
     assert m["blend"][1::2] == ["../megatron/stage1/web_en", "../megatron/stage1/c4_en", "../megatron/stage1/web_de"]
@@ -64,14 +64,14 @@ def test_demo_run_verifies_and_balances(demo_run):
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_megatron_core_reads_the_shards_and_blend(demo_run):
+def test_megatron_core_reads_the_shards_and_blend(text_run):
     from megatron.core.datasets.blended_megatron_dataset_builder import (
         BlendedMegatronDatasetBuilder,
     )
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
-    manifest = demo_run.out / "manifests" / "stage1.json"
+    manifest = text_run.out / "manifests" / "stage1.json"
     m = json.loads(manifest.read_text())
     prefixes, weights = megatron_blend(manifest)
     for src, prefix in zip(m["sources"], prefixes):
@@ -103,37 +103,37 @@ def test_megatron_core_reads_the_shards_and_blend(demo_run):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(demo_run, tmp_path, ray_local, workers):
+def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(text_run, tmp_path, ray_local, workers):
     out = tmp_path / f"w{workers}"
-    res = run(DEMO, out, workers=workers, progress=False, executor="ray")
-    assert demo_run.executor == "local" and res.executor == "ray"
+    res = run(TEXT_DEMO, out, workers=workers, progress=False, executor="ray")
+    assert text_run.executor == "local" and res.executor == "ray"
     globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "manifests/*.json", "processed/**/*.parquet",
              "work/*/drops/**/*.parquet", "work/minhash/*.parquet", "work/minhash/**/*.npy")
-    a, b = _files(demo_run.out, *globs), _files(out, *globs)
+    a, b = _files(text_run.out, *globs), _files(out, *globs)
     assert a.keys() == b.keys() and len(a) >= 8 + 8 * 3 + 8 * 2 + 3 * 2 + 1
     assert [k for k in a if a[k] != b[k]] == []
-    assert _ledger_rows(demo_run.out) == _ledger_rows(out)
+    assert _ledger_rows(text_run.out) == _ledger_rows(out)
     for name in ("sources", "drops", "tokens", "quarantine", "inputs"):   # runs: start, end, host differ
-        assert (demo_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
+        assert (text_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
             (out / "ledger" / f"{name}.parquet").read_bytes()
 
 
-def test_rerun_skips_completed_tasks_and_finishes_the_rest(demo_run, tmp_path):
+def test_rerun_skips_completed_tasks_and_finishes_the_rest(text_run, tmp_path):
     out = tmp_path / "resume"
-    shutil.copytree(demo_run.out, out)
+    shutil.copytree(text_run.out, out)
     (out / "tokenized" / "web_de" / "parts" / "00001.bin").unlink()      # a task that crashed half-way
     (out / "work" / "markers" / "merge" / "c4_en.json").unlink()         # a task that never finished
-    res = run(DEMO, out, progress=False)
+    res = run(TEXT_DEMO, out, progress=False)
     # tokenize web_de/00001 and merge c4_en run again; web_de's merged shard is still current
     assert (res.executed, res.skipped) == (2, len(res.plan.nodes()) - 2)
     globs = ("tokenized/*/*.bin", "tokenized/*/*.idx", "manifests/*.json")
-    assert _files(out, *globs) == _files(demo_run.out, *globs)
+    assert _files(out, *globs) == _files(text_run.out, *globs)
     verify_manifest(out / "manifests" / "stage1.json")
 
 
-def test_verify_catches_changed_shards_and_ledger(demo_run, tmp_path):
+def test_verify_catches_changed_shards_and_ledger(text_run, tmp_path):
     out = tmp_path / "tampered"
-    shutil.copytree(demo_run.out, out)
+    shutil.copytree(text_run.out, out)
     manifest = out / "manifests" / "stage1.json"
     binfile = out / "tokenized" / "c4_en" / "c4_en.bin"
     data = bytearray(binfile.read_bytes())
@@ -144,7 +144,7 @@ def test_verify_catches_changed_shards_and_ledger(demo_run, tmp_path):
     binfile.write_bytes(bytes(data[:-4]))
     with pytest.raises(VerifyError, match=r"c4_en: .*c4_en.bin has \d+ bytes, manifest says"):
         verify_manifest(manifest)
-    shutil.copy(demo_run.out / "tokenized" / "c4_en" / "c4_en.bin", binfile)
+    shutil.copy(text_run.out / "tokenized" / "c4_en" / "c4_en.bin", binfile)
     m = json.loads(manifest.read_text())
     m["sources"][0]["tokens"]["total"] += 1
     manifest.write_text(json.dumps(m))
@@ -195,9 +195,9 @@ def test_conservation_check_names_the_broken_step():
 
 
 @pytest.mark.slow
-def test_committed_demo_manifests_are_what_the_demo_writes(demo_run):
-    """The examples in manifests/demo are reproducible byte for byte, from any checkout location."""
+def test_committed_text_manifests_are_what_the_text_demo_writes(text_run):
+    """The examples in manifests/text are reproducible byte for byte, from any checkout location."""
     for name in ("stage1", "cooldown", "long-context-4k"):
-        committed = (REPO / "manifests" / "demo" / f"{name}.json").read_bytes()
-        assert (demo_run.out / "manifests" / f"{name}.json").read_bytes() == committed, \
-            f"manifests/demo/{name}.json is stale: rerun the demo and copy out/demo/manifests/ into manifests/demo/"
+        committed = (REPO / "manifests" / "text" / f"{name}.json").read_bytes()
+        assert (text_run.out / "manifests" / f"{name}.json").read_bytes() == committed, \
+            f"manifests/text/{name}.json is stale: rerun recipes/text.yaml and copy its manifests/ into manifests/text/"

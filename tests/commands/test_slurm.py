@@ -15,11 +15,11 @@ import pytest
 from curation.commands.cli import main
 from curation.commands.slurm import SlurmJob, render, submit
 from curation.errors import CurateError
-from tests.conftest import DEMO, REPO
+from tests.conftest import REPO, TEXT_DEMO
 
 
 def _job(tmp_path, **kw):
-    return SlurmJob(recipe=DEMO, out=tmp_path / "out", nodes=3, cpus_per_node=8, **kw)
+    return SlurmJob(recipe=TEXT_DEMO, out=tmp_path / "out", nodes=3, cpus_per_node=8, **kw)
 
 
 def test_script_starts_head_and_workers_and_runs_the_recipe(tmp_path):
@@ -27,7 +27,7 @@ def test_script_starts_head_and_workers_and_runs_the_recipe(tmp_path):
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
     sbatch = [line for line in lines if line.startswith("#SBATCH")]
-    assert sbatch == ["#SBATCH --job-name=curate-demo", "#SBATCH --nodes=3", "#SBATCH --ntasks-per-node=1",
+    assert sbatch == ["#SBATCH --job-name=curate-text", "#SBATCH --nodes=3", "#SBATCH --ntasks-per-node=1",
                       "#SBATCH --cpus-per-task=8", f"#SBATCH --output={tmp_path}/out/slurm/%x-%j.log",
                       "#SBATCH --partition=cpu", "#SBATCH --time=1-02:00"]
     head = [line for line in lines if line.startswith("ray start --head")]
@@ -38,7 +38,7 @@ def test_script_starts_head_and_workers_and_runs_the_recipe(tmp_path):
                        '--address="$RAY_ADDRESS" --num-cpus=8 --disable-usage-stats &']
     assert 'for node in "${nodes[@]:1}"; do' in lines           # every node but the first
     assert 'export RAY_ADDRESS="$head_ip:6390"' in lines
-    assert f'curate run {DEMO} --out {tmp_path}/out --address "$RAY_ADDRESS"' in lines
+    assert f'curate run {TEXT_DEMO} --out {tmp_path}/out --address "$RAY_ADDRESS"' in lines
     assert "python - 3 300 <<'WAIT'" in lines                   # waits for all three nodes
     assert lines.index("trap stop EXIT") < lines.index(head[0])  # cleanup armed before anything starts
 
@@ -73,8 +73,8 @@ def test_bad_options_are_refused(tmp_path, kw, says):
 
 def test_dry_run_writes_and_prints_the_script(tmp_path, capsys):
     out = tmp_path / "o u t"                                   # a path that needs quoting
-    assert main(["slurm", str(DEMO), "--nodes", "2", "--cpus-per-node", "4", "--out", str(out), "--dry-run"]) == 0
-    script = out / "slurm" / "curate-demo.sbatch"
+    assert main(["slurm", str(TEXT_DEMO), "--nodes", "2", "--cpus-per-node", "4", "--out", str(out), "--dry-run"]) == 0
+    script = out / "slurm" / "curate-text.sbatch"
     printed = capsys.readouterr()
     assert printed.out == script.read_text() and f"sbatch {script}" in printed.err
     assert os.access(script, os.X_OK)
@@ -104,7 +104,7 @@ def test_script_runs_the_demo_on_two_nodes(tmp_path):
     for name, body in STAND_INS.items():
         (shims / name).write_text(body)
         (shims / name).chmod(0o755)
-    job = SlurmJob(recipe=DEMO, out=tmp_path / "out", nodes=2, cpus_per_node=1, join_timeout=120,
+    job = SlurmJob(recipe=TEXT_DEMO, out=tmp_path / "out", nodes=2, cpus_per_node=1, join_timeout=120,
                    bin_dir=Path(sys.executable).parent)   # this venv's ray, python and curate
     script = tmp_path / "job.sbatch"
     script.write_text(render(job))
@@ -120,7 +120,7 @@ def test_script_runs_the_demo_on_two_nodes(tmp_path):
     assert "ray: 2 nodes joined" in p.stderr and "cluster: 2 node(s) checked" in p.stderr
     for m in ("stage1", "cooldown", "long-context-4k"):
         assert (job.out / "manifests" / f"{m}.json").read_bytes() == \
-            (REPO / "manifests" / "demo" / f"{m}.json").read_bytes()
+            (REPO / "manifests" / "text" / f"{m}.json").read_bytes()
     assert not (job.out / "slurm" / f"job-{job_id}").exists()   # the token went with the job
     left = subprocess.run(["pgrep", "-f", f"/tmp/ray-{job_id}"], capture_output=True, text=True).stdout.split()
     assert left == []                                            # every Ray process stopped

@@ -106,12 +106,13 @@ def test_demo_runs_from_an_empty_folder(installed):
     assert p.returncode == 0, p.stderr
     assert (work / "demo" / "recipes" / "demo.yaml").is_file() and (work / "demo" / "tokenizers").is_dir()
     assert _sh([curate, "demo", "demo"], cwd=work, env=env, timeout=120).returncode == 0   # again: a no-op
-    p = _sh([curate, "run", "demo/recipes/demo.yaml", "--out", "out", "--workers", "2", "--quiet"], cwd=work,
+    # the text demo: a base install has no torch for the multimodal one (test_missing_extra_is_named)
+    p = _sh([curate, "run", "demo/recipes/text.yaml", "--out", "out", "--workers", "2", "--quiet"], cwd=work,
             env=env, timeout=1500)
     assert p.returncode == 0, p.stderr[-3000:]
     for m in ("stage1", "cooldown", "long-context-4k"):
         assert (work / "out" / "manifests" / f"{m}.json").read_bytes() == \
-            (REPO / "manifests" / "demo" / f"{m}.json").read_bytes()
+            (REPO / "manifests" / "text" / f"{m}.json").read_bytes()
     p = _sh([curate, "verify", "out/manifests/stage1.json"], cwd=work, env=env, timeout=300)
     assert p.returncode == 0 and "verified" in p.stdout, p.stderr
 
@@ -119,9 +120,10 @@ def test_demo_runs_from_an_empty_folder(installed):
 def test_missing_extra_is_named(installed):
     _, venv, work, env = installed
     _sh([str(venv / "bin" / "curate"), "demo", "demo"], cwd=work, env=env, timeout=120)
-    p = _sh([str(venv / "bin" / "curate"), "run", "demo/recipes/images.yaml", "--out", "img"], cwd=work, env=env,
+    p = _sh([str(venv / "bin" / "curate"), "run", "demo/recipes/demo.yaml", "--out", "img"], cwd=work, env=env,
             timeout=300)
     assert p.returncode == 1   # a failed command (curation.commands.console)
-    assert "image sources: the optional dependencies" in p.stderr and "pip install 'curate-llm[images]'" in p.stderr
+    assert "image sources and audio sources: the optional dependencies" in p.stderr
+    assert "pip install 'curate-llm[images,audio]'" in p.stderr
     p = _sh([str(venv / "bin" / "curate"), "train", "x.json", "--out", "t"], cwd=work, env=env, timeout=120)
     assert p.returncode == 1 and "pip install 'curate-llm[train]'" in p.stderr

@@ -67,11 +67,11 @@ def test_table_digest_and_determinism_checks_leave_the_volatile_columns_out(tmp_
 
 
 @pytest.mark.slow
-def test_the_demo_runs_row(demo_run):
-    run = pq.read_table(demo_run.out / "ledger" / "runs.parquet").to_pylist()
+def test_the_demo_runs_row(text_run):
+    run = pq.read_table(text_run.out / "ledger" / "runs.parquet").to_pylist()
     assert len(run) == 1
     row = run[0]
-    assert row["run"] == demo_run.plan.recipe.fingerprint and row["curate_version"] == __version__
+    assert row["run"] == text_run.plan.recipe.fingerprint and row["curate_version"] == __version__
     assert row["started_at"] <= row["finished_at"] and row["finished_at"].endswith("Z")
     assert row["host"] == socket.gethostname()
     assert {k: row[k] for k in LIBRARIES} == library_versions()

@@ -120,7 +120,7 @@ def _megatron_draws(manifest: Path, cache: Path, per_split: bool = False):
 
 
 @pytest.mark.slow
-def test_megatron_core_draws_each_demo_stage_as_planned(demo_run, tmp_path):
+def test_megatron_core_draws_each_demo_stage_as_planned(text_run, tmp_path):
     """For stage1, cooldown and long-context-4k: megatron-core's BlendedMegatronDatasetBuilder + GPTDataset on
     the hand-off, asked for the stage's samples, draws every source's planned tokens within 1% (one sequence
     for sources under 100 sequences), never more occurrences of a document than planned, and for the
@@ -131,7 +131,7 @@ def test_megatron_core_draws_each_demo_stage_as_planned(demo_run, tmp_path):
     try:
         tables = {}
         for stage in ("stage1", "cooldown", "long-context-4k"):
-            manifest = demo_run.out / "manifests" / f"{stage}.json"
+            manifest = text_run.out / "manifests" / f"{stage}.json"
             m, datasets, which = _megatron_draws(manifest, tmp_path / stage)
             seq = m["seq_length"]
             planned = {s["name"]: s["plan"]["tokens"] for s in m["sources"] if "plan" in s}
@@ -167,8 +167,8 @@ def test_megatron_core_draws_each_demo_stage_as_planned(demo_run, tmp_path):
                 tol = max(0.01 * want, seq) if want < 100 * seq else 0.01 * want
                 assert abs(drawn[name] - want) <= tol, (stage, name, drawn[name], want)
             tables[stage] = {name: (planned[name], drawn[name]) for name in planned}
-        m, _, which = _megatron_draws(demo_run.out / "manifests" / "stage1.json", tmp_path / "split", per_split=True)
-        assert [d for d, _ in which] == [d for d, _ in _megatron_draws(demo_run.out / "manifests" / "stage1.json",
+        m, _, which = _megatron_draws(text_run.out / "manifests" / "stage1.json", tmp_path / "split", per_split=True)
+        assert [d for d, _ in which] == [d for d, _ in _megatron_draws(text_run.out / "manifests" / "stage1.json",
                                                                       tmp_path / "again")[2]]
     finally:
         dist.destroy_process_group()

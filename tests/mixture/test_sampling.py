@@ -35,7 +35,7 @@ def test_merkle_root_is_order_free_and_sensitive():
 
 
 @pytest.mark.slow
-def test_verify_checks_plans_ledger_and_root(demo_run, tmp_path):
+def test_verify_checks_plans_ledger_and_root(text_run, tmp_path):
     import json
     import shutil
 
@@ -46,7 +46,7 @@ def test_verify_checks_plans_ledger_and_root(demo_run, tmp_path):
     from curation.mixture.manifests import verify_manifest
 
     out = tmp_path / "o"
-    shutil.copytree(demo_run.out, out)
+    shutil.copytree(text_run.out, out)
     manifest = out / "manifests" / "stage1.json"
     m = json.loads(manifest.read_text())
     assert all(s["plan"]["tokens"] > 0 for s in m["sources"])
@@ -58,7 +58,7 @@ def test_verify_checks_plans_ledger_and_root(demo_run, tmp_path):
     np.save(plan, counts)
     with pytest.raises(VerifyError, match="web_en: sampling plan .* is missing or changed"):
         verify_manifest(manifest)
-    shutil.copy(demo_run.out / "manifests" / m["sources"][0]["plan"]["path"], plan)
+    shutil.copy(text_run.out / "manifests" / m["sources"][0]["plan"]["path"], plan)
     table = pq.read_table(out / "ledger" / "drops.parquet")
     pq.write_table(table.set_column(4, "records", pa.array([r + 1 for r in table.column("records").to_pylist()])),
                    out / "ledger" / "drops.parquet")

@@ -49,7 +49,7 @@ def _source(recipe: dict, name: str) -> dict:
 
 def _mixed() -> dict:
     """One text source of the demo and one image source of the image demo in one recipe."""
-    demo, images = _load("demo"), _load("images")
+    demo, images = _load("text"), _load("images")
     recipe = {k: demo[k] for k in ("name", "vocabulary", "dedup", "decontamination", "optout")}
     recipe |= {"image_tokenizer": images["image_tokenizer"], "image_dedup": images["image_dedup"],
                "stages": [{"name": "pretrain", "seq_length": 1024}],
@@ -58,7 +58,7 @@ def _mixed() -> dict:
 
 
 def test_mixture_only_changes_recompute_nothing(tmp_path):
-    base = _load("demo")
+    base = _load("text")
     before = nodes(base, tmp_path)
     edited = copy.deepcopy(base)
     _source(edited, "web_en").update(weight=3.0, max_epochs=3)
@@ -110,7 +110,7 @@ def test_a_text_filter_moves_text_work_and_leaves_image_processing_alone(tmp_pat
 
 
 def test_an_output_neutral_setting_is_in_no_fingerprint(tmp_path):
-    base = _load("demo")
+    base = _load("text")
     edited = copy.deepcopy(base)
     edited["tokenize_batch_size"] = 64
     edited["description"] = "another description"

@@ -12,11 +12,11 @@ from curation.plan.explain import chains, explain
 from curation.plan.graph import load_plan
 from curation.plan.pipeline import build_steps, process_chain
 from curation.recipe.schema import Source
-from tests.conftest import DEMO, REPO, english_doc, make_recipe, write_jsonl
+from tests.conftest import REPO, TEXT_DEMO, english_doc, make_recipe, write_jsonl
 
 
 def test_the_demo_runs_the_phase_table_in_order():
-    plan = load_plan(DEMO)
+    plan = load_plan(TEXT_DEMO)
     assert [s.name for s in plan.stages] == ["process", "exact", "signatures", "band", "clusters", "decont_index",
                                              "decont", "decont_resolve", "select_scores", "select_resolve",
                                              "tokenize", "merge"]
@@ -25,7 +25,7 @@ def test_the_demo_runs_the_phase_table_in_order():
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
-    for recipe in (DEMO, REPO / "recipes" / "images.yaml", REPO / "recipes" / "audio.yaml"):
+    for recipe in (TEXT_DEMO, REPO / "recipes" / "images.yaml", REPO / "recipes" / "audio.yaml"):
         seen = set()
         for stage in load_plan(recipe).stages:
             for node in stage.nodes:
@@ -45,7 +45,7 @@ def test_image_and_audio_sources_read_only_their_own_dedup_phases():
 
 
 def test_explain_shows_the_chains_the_tasks_build():
-    plan = load_plan(DEMO)
+    plan = load_plan(TEXT_DEMO)
     text = explain(plan)
     for src in plan.recipe.recipe.sources:
         process, tokenize = chains(plan, src.name)

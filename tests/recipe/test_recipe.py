@@ -5,7 +5,7 @@ import pytest
 
 from curation.errors import RecipeError
 from curation.recipe import load_recipe
-from tests.conftest import DEMO, VOCAB, english_doc, write_jsonl
+from tests.conftest import TEXT_DEMO, VOCAB, english_doc, write_jsonl
 
 
 def _recipe(tmp_path: Path, body: str) -> Path:
@@ -130,6 +130,6 @@ def test_fingerprint_covers_content_of_inputs_and_settings(tmp_path):
 
 
 def test_demo_recipe_validates():
-    loaded = load_recipe(DEMO)
+    loaded = load_recipe(TEXT_DEMO)
     assert [s.name for s in loaded.recipe.sources] == ["web_en", "c4_en", "web_de"]
     assert sum(len(v) for v in loaded.inputs.values()) == 8

@@ -2,7 +2,7 @@
 import pytest
 
 from curation.commands.run import run
-from tests.conftest import DEMO
+from tests.conftest import TEXT_DEMO
 from tests.outputs import _files, _ledger_rows
 
 pytestmark = pytest.mark.slow
@@ -26,19 +26,19 @@ def two_node_cluster():
         cluster.shutdown()
 
 
-def test_cluster_run_matches_embedded_run(two_node_cluster, demo_run, tmp_path):
+def test_cluster_run_matches_embedded_run(two_node_cluster, text_run, tmp_path):
     import ray
 
     assert two_node_cluster.address.startswith("127.0.0.1:")
     out = tmp_path / "cluster"
-    res = run(DEMO, out, address=two_node_cluster.address, progress=False)
+    res = run(TEXT_DEMO, out, address=two_node_cluster.address, progress=False)
     assert not ray.is_initialized()  # the run joined and left; the cluster keeps running
     assert res.executed == len(res.plan.nodes())
     globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "manifests/*.json", "processed/**/*.parquet",
              "work/minhash/*.parquet")
-    a, b = _files(demo_run.out, *globs), _files(out, *globs)
+    a, b = _files(text_run.out, *globs), _files(out, *globs)
     assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
-    assert _ledger_rows(demo_run.out) == _ledger_rows(out)
+    assert _ledger_rows(text_run.out) == _ledger_rows(out)
 
 
 def test_cluster_tasks_ran_on_both_nodes(two_node_cluster):

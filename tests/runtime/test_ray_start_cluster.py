@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from tests.conftest import DEMO, REPO
+from tests.conftest import REPO, TEXT_DEMO
 from tests.outputs import _files, _ledger_rows
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def _curate(*args: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ray_start_cluster(demo_run, tmp_path_factory):
+def ray_start_cluster(text_run, tmp_path_factory):
     if not _netns_available():
         pytest.skip("needs `unshare -n` (a private network namespace) to keep `ray start` nodes on loopback")
     tmp = tmp_path_factory.mktemp("raystart")
@@ -51,7 +51,7 @@ def ray_start_cluster(demo_run, tmp_path_factory):
     no_token = ["RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"]
     driver = {"HOME": str(tmp / "home"), "PYTHONPATH": str(REPO)}
     address = f"127.0.0.1:{PORT}"
-    run = lambda out: _curate("run", str(DEMO), "--out", str(tmp / out), "--address", address)  # noqa: E731
+    run = lambda out: _curate("run", str(TEXT_DEMO), "--out", str(tmp / out), "--address", address)  # noqa: E731
     ray_tmp = tempfile.mkdtemp(prefix="rs-", dir="/tmp")   # short: Ray's socket paths have a length limit
     plan = {"tmp": str(tmp), "ray_tmp": ray_tmp, "port": PORT, "steps": [
         {"node": "head", "head": True, "env": nodes},
@@ -61,7 +61,7 @@ def ray_start_cluster(demo_run, tmp_path_factory):
         {"run": "wrong_token", "cmd": run("wrong"), "env": {**driver, "RAY_AUTH_TOKEN": "0" * 64},
          "unset": ["RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"]},
         {"run": "no_token", "cmd": run("none"), "env": driver, "unset": no_token},
-        {"run": "env_address", "cmd": _curate("run", str(DEMO), "--out", str(tmp / "cluster")),
+        {"run": "env_address", "cmd": _curate("run", str(TEXT_DEMO), "--out", str(tmp / "cluster")),
          "env": {**driver, "RAY_AUTH_TOKEN_PATH": str(token), "RAY_ADDRESS": address}, "unset": ["RAY_AUTH_MODE"]},
         {"node": "stale-node", "env": {**nodes, "PYTHONPATH": str(stale)}},
         {"run": "stale", "cmd": run("stale-out"), "env": {**driver, "RAY_AUTH_TOKEN_PATH": str(token)},
@@ -79,7 +79,7 @@ def ray_start_cluster(demo_run, tmp_path_factory):
     return tmp, results
 
 
-def test_ray_start_cluster_run_matches_embedded_run(ray_start_cluster, demo_run):
+def test_ray_start_cluster_run_matches_embedded_run(ray_start_cluster, text_run):
     tmp, results = ray_start_cluster
     r = results["joined"]
     assert r["rc"] == 0, r["stderr"][-4000:]
@@ -87,9 +87,9 @@ def test_ray_start_cluster_run_matches_embedded_run(ray_start_cluster, demo_run)
     out = tmp / "cluster"
     globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "manifests/*.json", "processed/**/*.parquet",
              "work/minhash/*.parquet")
-    a, b = _files(demo_run.out, *globs), _files(out, *globs)
+    a, b = _files(text_run.out, *globs), _files(out, *globs)
     assert a and a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
-    assert _ledger_rows(demo_run.out) == _ledger_rows(out)
+    assert _ledger_rows(text_run.out) == _ledger_rows(out)
     assert not list(out.glob(".nodecheck-*"))           # the node check cleans up after itself
 
 

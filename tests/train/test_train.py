@@ -15,11 +15,11 @@ TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8,
 
 
 @pytest.fixture()
-def demo_copy(demo_run, tmp_path):
+def demo_copy(text_run, tmp_path):
     """A private copy of the demo output (training writes into its ledger)."""
     from curation.mixture.megatron import relocate_handoff
     out = tmp_path / "demo"
-    shutil.copytree(demo_run.out, out, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
+    shutil.copytree(text_run.out, out, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (out / "manifests").glob("*.json"):
         relocate_handoff(manifest)      # the hand-off's absolute paths, for the copy
     return out
@@ -32,9 +32,9 @@ def _trainer(manifest, out, steps=6, **kw):
     return Trainer(manifest, out, cfg, ModelConfig.tiny(**TINY), **kw)
 
 
-def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(demo_run):
+def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(text_run):
     from curation.train.data import ManifestData
-    data = ManifestData(demo_run.out / "manifests" / "stage1.json", seq_length=256)
+    data = ManifestData(text_run.out / "manifests" / "stage1.json", seq_length=256)
     planned = data.planned_tokens()
     total = sum(planned.values())
     seen = 0
@@ -47,7 +47,7 @@ def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(demo_run):
         # documents are drawn whole: the error is a few mean documents over the tokens seen
         mean_doc = planned[s] / max(1, data.manifest["sources"][data.names.index(s)]["plan"]["samples"])
         assert abs(share - want) < 4 * np.sqrt(want * mean_doc / seen) + 0.01, (s, share, want)
-    fresh = ManifestData(demo_run.out / "manifests" / "stage1.json", seq_length=256)
+    fresh = ManifestData(text_run.out / "manifests" / "stage1.json", seq_length=256)
     while fresh.passes == 0 and fresh.cursor < fresh.order_doc.size - 1:
         fresh.next_batch(1)
     consumed = {s: sum(n for (src, _), n in fresh.consumed.tokens.items() if src == s) for s in planned}
@@ -57,7 +57,7 @@ def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(demo_run):
 
 
 @pytest.mark.slow
-def test_shares_agree_with_megatron_cores_blended_dataset(demo_run):
+def test_shares_agree_with_megatron_cores_blended_dataset(text_run):
     """Our loader against megatron-core's BlendedMegatronDatasetBuilder on the same manifest blend."""
     from megatron.core.datasets.blended_megatron_dataset_builder import (
         BlendedMegatronDatasetBuilder,
@@ -70,7 +70,7 @@ def test_shares_agree_with_megatron_cores_blended_dataset(demo_run):
     class Tok:
         vocab_size, eod, pad, unique_identifiers = 266752, 0, 1, {"class": "curate-demo"}
 
-    manifest = demo_run.out / "manifests" / "stage1.json"
+    manifest = text_run.out / "manifests" / "stage1.json"
     prefixes, weights = megatron_blend(manifest)
     # our loader shuffles whole documents, so its shares converge over the stage rather than per sample:
     # compare over most of the stage (2000 x 256 tokens of its 600k)
@@ -160,13 +160,13 @@ def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
 
 
 @pytest.mark.slow
-def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
+def test_ablate_ranks_the_demo_candidates(text_run, tmp_path):
     """Same seed and steps for every candidate, held-out documents withheld from all, ranks by bits/byte."""
     from curation.commands.ablate import ablate
     from curation.train.model import ModelConfig
     out = tmp_path / "demo"
-    shutil.copytree(demo_run.out, out, symlinks=True)
-    summary = ablate(REPO / "recipes" / "demo.yaml", out, model_cfg=ModelConfig.tiny(**TINY), steps=3, workers=1,
+    shutil.copytree(text_run.out, out, symlinks=True)
+    summary = ablate(REPO / "recipes" / "text.yaml", out, model_cfg=ModelConfig.tiny(**TINY), steps=3, workers=1,
                      log=None)
     names = {r["candidate"] for r in summary["candidates"]}
     assert names == {"english_heavy", "german_heavy", "even"}
@@ -177,7 +177,7 @@ def test_ablate_ranks_the_demo_candidates(demo_run, tmp_path):
     assert ranks == sorted(ranks)
     from curation.commands.ablate import _heldout
     from curation.plan.graph import load_plan
-    ab = load_plan(REPO / "recipes" / "demo.yaml").recipe.recipe.ablation
+    ab = load_plan(REPO / "recipes" / "text.yaml").recipe.recipe.ablation
     withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
     assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
     for r in summary["candidates"]:                        # withheld documents are in no candidate's plan

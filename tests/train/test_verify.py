@@ -18,10 +18,10 @@ pytestmark = pytest.mark.slow   # every test here starts from the demo run
 
 
 @pytest.fixture()
-def out(demo_run, tmp_path):
+def out(text_run, tmp_path):
     """A private copy of the demo output, its hand-off rewritten for the copy's location."""
     copy = tmp_path / "demo"
-    shutil.copytree(demo_run.out, copy, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
+    shutil.copytree(text_run.out, copy, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (copy / "manifests").glob("*.json"):
         relocate_handoff(manifest)
     return copy

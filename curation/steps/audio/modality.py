@@ -89,7 +89,7 @@ class AudioProcessedWriter(ProcessedWriter):
 
 def _encoder(src, run: dict) -> StepSpec:
     a = src.audio_settings()
-    settings = {"max_batch_seconds": a.max_batch_seconds, "interleave": a.interleave}
+    settings = {"max_batch_seconds": a.max_batch_seconds, "interleave": a.interleave, "max_len": a.stage2_max_tokens}
 
     def build(**kw):
         # torch: only audio runs need it
