@@ -38,7 +38,9 @@ def _rows_digest(rows: list[dict]) -> str:
 def table_digest(path: Path) -> str:
     import pyarrow.parquet as pq
 
-    return _rows_digest(pq.read_table(path).to_pylist())
+    # maps as dicts, as DuckDB returns them (pyarrow's default is a list of pairs), so that a Parquet table
+    # and its DuckDB copy hash the same rows
+    return _rows_digest(pq.read_table(path).to_pylist(maps_as_pydicts="strict"))
 
 
 def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:

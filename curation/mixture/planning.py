@@ -118,14 +118,16 @@ def plan_stage(stage: Stage, sources: list[Source], tokens: dict[str, int], docu
         flags.append({"stage": stage.name, "source": None, "kind": "budget_unfilled",
                       "message": f"{remaining:,.0f} tokens of the budget have no weighted source to go to"})
 
-    total = sum(eff.values())
+    # shares are of the whole effective tokens the manifest states (what `curate verify` recomputes)
+    effective_of = {k: int(round(v)) for k, v in eff.items()}
+    total = sum(effective_of.values())
     rows = []
     for s in sources:
         e = entries[s.name]
         raw = tokens[s.name]
         max_ep = (e.max_epochs if e is not None and e.max_epochs is not None else s.max_epochs)
-        effective = int(round(eff[s.name]))
-        share = eff[s.name] / total if total > 0 else 0.0
+        effective = effective_of[s.name]
+        share = effective / total if total > 0 else 0.0
         epochs = eff[s.name] / raw if raw else 0.0
         exhausted = None
         if e is not None and e.weight is not None and eff[s.name] > max_ep * raw + 0.5:

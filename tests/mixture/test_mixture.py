@@ -39,6 +39,15 @@ def test_weights_share_the_budget_and_epochs_follow():
     assert [f["kind"] for f in p.flags] == ["over_repetition"]
 
 
+def test_shares_are_of_the_whole_effective_tokens_the_manifest_states():
+    # 1000 tokens by weights 1:2 are 333.3 and 666.7, stated as 333 and 667: the shares are 0.333 and
+    # 0.667 (what `curate verify` recomputes from the stated integers), not 1/3 and 2/3
+    p = _plan({"budget_tokens": 1000, "mixture": {"en": {"weight": 1}, "de": {"weight": 2}}})
+    r = _rows(p)
+    assert (r["en"].effective_tokens, r["de"].effective_tokens) == (333, 667)
+    assert (r["en"].share, r["de"].share, r["code"].share) == (0.333, 0.667, 0.0)
+
+
 def test_exhaustion_point_under_proportional_blending():
     p = _plan({"budget_tokens": 1000, "mixture": {"en": {"weight": 1}, "code": {"weight": 1}}})
     code = _rows(p)["code"]
