@@ -42,8 +42,11 @@ class TextTokenizer(BatchStep):
     def _flush(self, batch: list[Record]) -> Iterator[Record]:
         start = time.perf_counter()
         plain = [r for r in batch if "roles" not in r.meta]
-        encodings = dict(zip(map(id, plain), self._encode([r.text for r in plain], add_special_tokens=False)))
+        # `Encoding.ids` builds a new Python list on every access: read it once per record
+        ids = dict(zip(map(id, plain), (e.ids for e in self._encode([r.text for r in plain],
+                                                                      add_special_tokens=False))))
         out = []
+        eod = self.eod
         for record in batch:
             if "roles" in record.meta:
                 try:
@@ -53,13 +56,13 @@ class TextTokenizer(BatchStep):
                     continue
                 out.append(record)
                 continue
-            enc = encodings[id(record)]
-            if not enc.ids:
+            seq = ids[id(record)]
+            if not seq:
                 self.drop(record, "no_text_tokens")
                 continue
-            tokens = np.empty(len(enc.ids) + 1, dtype=np.int32)
-            tokens[:-1] = enc.ids
-            tokens[-1] = self.eod
+            tokens = np.empty(len(seq) + 1, dtype=np.int32)
+            tokens[:-1] = seq
+            tokens[-1] = eod
             record.tokens = tokens
             out.append(record)
         self.stats.records_out += len(out)
