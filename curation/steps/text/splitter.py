@@ -61,8 +61,8 @@ class WordSplitter:
         self._opens: dict[str, str] = {}
         self._pre: dict[str, tuple] = {}
         self._matched: set[str] = set()
-        # coverage: distinct chunks decided without / with spaCy, texts handed to datatrove
-        self.chunks_fast = self.chunks_spacy = self.texts_delegated = 0
+        # coverage: chunk look-ups, distinct chunks decided without / with spaCy, texts handed to datatrove
+        self.chunks_seen = self.chunks_fast = self.chunks_spacy = self.texts_delegated = 0
 
     @classmethod
     def for_language(cls, language: str) -> WordSplitter | None:
@@ -135,6 +135,7 @@ class WordSplitter:
             self._remember(c, tokens, [(f, p) for _, f, p in ts], pre.get(i, tokens))
 
     def _known(self, chunks: list[str]) -> set[str]:
+        self.chunks_seen += len(chunks)
         present = set(chunks)
         new = present.difference(self._tokens)
         if new:

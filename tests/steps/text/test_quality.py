@@ -161,4 +161,4 @@ def test_every_corpus_document_through_the_chain(name, language):
     old = [lambda r, k=k, f=getattr(dt_filters, _DATATROVE[k])(language=language): _old_step(k, f, r) for k in kinds]
     theirs, ours = run_chain(texts, language, old), run_chain(texts, language, new)
     assert ours == theirs
-    assert any(t == [True] * 4 for t, _ in theirs) or len(texts) < 50
+    assert len({str(t) for t, _ in theirs}) > 3  # several outcomes exercised
