@@ -29,10 +29,10 @@ import re
 from functools import lru_cache
 from itertools import chain
 
-from curation.steps.text.spacy_rules import ChunkRules, subsequences
+from curation.steps.text.spacy_rules import ChunkRules
 
 _RUNS = re.compile(r"(\s+)")  # re's \s is str.isspace, the test spaCy's tokenizer splits on
-_MEMO_LIMIT = 1 << 19  # distinct chunks remembered before the memo is cleared (memory bound)
+_MEMO_LIMIT = 1 << 18  # distinct chunks remembered before the memo is cleared (~300 bytes each)
 _BREAKS_SPACY = "IS_ALPHA"
 
 
@@ -45,7 +45,8 @@ class WordSplitter:
     character is pending), "" when all tokens are plain punctuation; `inner`: the sentences it
     opens after that token; `exit`: a final character pending at its end); and, for the
     cross-chunk matcher check, `_tails` (chunk -> first tokens of the pattern continuations its
-    tail begins), `_opens` (chunk -> its first token, when a continuation may start with it),
+    tail begins; `_needs` the reverse), `_opens` (chunk -> its first token, when a continuation
+    may start with it),
     `_pre` (its tokens as the matcher sees them, where they differ from the final ones) and
     `_matched` (the chunks inside which a pattern occurs).
     """
@@ -59,6 +60,7 @@ class WordSplitter:
         self._effect: dict[str, tuple] = {}
         self._tails: dict[str, frozenset] = {}
         self._opens: dict[str, str] = {}
+        self._needs: dict[str, set] = {}  # first token of a continuation -> chunks in `_tails` needing it
         self._pre: dict[str, tuple] = {}
         self._matched: set[str] = set()
         # coverage: chunk look-ups, distinct chunks decided without / with spaCy, texts handed to datatrove
@@ -69,9 +71,10 @@ class WordSplitter:
         return _for_language(language)
 
     # -- chunks ---------------------------------------------------------------------------
-    def _remember(self, chunk: str, tokens: tuple, flags, pre: tuple) -> None:
+    def _remember(self, chunk: str, tokens: tuple, pre: tuple, matched: bool) -> None:
         first, state, inner = "", False, 0
-        for final, punct in flags:
+        final_chars, is_punct = self._final, self._is_punct
+        for final, punct in ((t in final_chars, is_punct(t)) for t in tokens):
             if not first:
                 if final:
                     first, state = "P", True
@@ -85,54 +88,50 @@ class WordSplitter:
         self._effect[chunk] = (first, inner, state)
         rests = [r for k in range(1, min(len(pre), self.rules.head_len) + 1) for r in self.rules.heads.get(pre[-k:], ())]
         if rests:
-            self._tails[chunk] = frozenset(r[0] for r in rests)
+            self._tails[chunk] = firsts = frozenset(r[0] for r in rests)
+            for first in firsts:
+                self._needs.setdefault(first, set()).add(chunk)
         if pre[0] in self.rules.openers:
             self._opens[chunk] = pre[0]
         if pre != tokens:
             self._pre[chunk] = pre
-        if any(sub in self.rules.patterns for sub in subsequences(pre, self.rules.pattern_len)):
+        if matched:
             self._matched.add(chunk)
 
-    def _split(self, tokenizer, chunks: list[str]) -> list[list]:
-        """Tokens of each chunk from one call; "\n" between chunks is a token, so no match crosses it."""
+    def _split(self, chunks: list[str]) -> list[list]:
+        """spaCy's tokens of each chunk, from one call: "\n" between chunks is a token of its own,
+        so no special-case match crosses from one chunk into another."""
         starts, pos = [], 0
         for c in chunks:
             starts.append(pos)
             pos += len(c) + 1
         out: list[list] = [[] for _ in chunks]
         k, last = 0, len(chunks) - 1
-        for t in tokenizer("\n".join(chunks)):
-            if t.text == "\n":
-                continue
-            while k < last and t.idx >= starts[k + 1]:
-                k += 1
-            out[k].append(t)
+        with self._nlp.memory_zone():
+            for t in self.rules.tokenizer("\n".join(chunks)):
+                if t.text == "\n":
+                    continue
+                while k < last and t.idx >= starts[k + 1]:
+                    k += 1
+                out[k].append(t.text)
         return out
 
     def _learn(self, chunks: set[str]) -> None:
         if len(self._tokens) + len(chunks) > _MEMO_LIMIT:
-            for memo in (self._tokens, self._effect, self._tails, self._opens, self._pre, self._matched):
+            for memo in (self._tokens, self._effect, self._tails, self._opens, self._needs, self._pre, self._matched):
                 memo.clear()
-        slow = []
+        touched = []
         for c in sorted(chunks):
-            if self.rules.one_token(c):
-                self._remember(c, (c,), [(c in self._final, self._is_punct(c))], (c,))
+            pre = self.rules.affix_tokens(c)
+            if self.rules.touched(pre):
+                touched.append((c, pre))
             else:
-                slow.append(c)
-        self.chunks_fast += len(chunks) - len(slow)
-        self.chunks_spacy += len(slow)
-        if not slow:
-            return
-        with self._nlp.memory_zone():
-            post = [[(t.text, t.text in self._final, t.is_punct) for t in ts] for ts in self._split(self.rules.tokenizer, slow)]
-            # the matcher changed a chunk only if its result holds a special case's tokens
-            changed = [i for i, ts in enumerate(post) if any(
-                sub in self.rules.results for sub in subsequences(tuple(t for t, _, _ in ts), self.rules.result_len))]
-            pre = dict(zip(changed, self._split(self.rules.pre_matcher, [slow[i] for i in changed]))) if changed else {}
-            pre = {i: tuple(t.text for t in ts) for i, ts in pre.items()}
-        for i, (c, ts) in enumerate(zip(slow, post)):
-            tokens = tuple(t for t, _, _ in ts)
-            self._remember(c, tokens, [(f, p) for _, f, p in ts], pre.get(i, tokens))
+                self._remember(c, pre, pre, False)
+        self.chunks_fast += len(chunks) - len(touched)
+        self.chunks_spacy += len(touched)
+        if touched:  # the special-case matcher may change these: spaCy decides
+            for (c, pre), tokens in zip(touched, self._split([c for c, _ in touched])):
+                self._remember(c, tuple(tokens), pre, True)
 
     def _known(self, chunks: list[str]) -> set[str]:
         self.chunks_seen += len(chunks)
@@ -145,11 +144,12 @@ class WordSplitter:
     def _crossing(self, present: set[str]) -> bool:
         """Cheap test: might a pattern continue from one of these chunks into another?"""
         # dict views iterate the smaller side (a set's methods would iterate the whole memo)
-        tails, opens = self._tails, self._opens
-        if not tails or tails.keys().isdisjoint(present) or opens.keys().isdisjoint(present):
+        opens = self._opens
+        if not opens or opens.keys().isdisjoint(present):
             return False
-        needed = set().union(*(tails[c] for c in tails.keys() & present))
-        return not needed.isdisjoint([opens[c] for c in opens.keys() & present])
+        needs = self._needs
+        return any(not needs[first].isdisjoint(present) for first in {opens[c] for c in opens.keys() & present}
+                   if first in needs)
 
     def _crosses(self, parts: list[str]) -> bool:
         """Does a special-case pattern run from a chunk into the next ones (single spaces between),

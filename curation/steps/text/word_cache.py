@@ -19,19 +19,19 @@ from curation.steps.text.repetition import char_hash
 from curation.steps.text.splitter import WordSplitter
 
 _KEEP = 3  # texts remembered: a chain sees one record at a time, C4 may hand on an edited text
-_WORD_LIMIT = 1 << 20  # distinct words whose facts are remembered before starting afresh (memory bound)
+_WORD_LIMIT = 1 << 18  # distinct words remembered before starting afresh (~300 bytes each)
+_COLUMNS = (("length", np.int64), ("non_symbol", bool), ("alpha", bool), ("hash", np.int64), ("power", np.int64))
 
 
 class _WordTable:
-    """Distinct words seen, numbered, with the per-word facts the filters use as numpy columns."""
+    """Distinct words seen, numbered, with the per-word facts the filters use as numpy columns:
+    length, non_symbol (a character outside datatrove's PUNCTUATION_SET), alpha (a character
+    `str.isalpha`), hash and power (`repetition.char_hash`). Columns grow by doubling."""
 
     def __init__(self):
         self.ids: dict[str, int] = {}
-        self.length = np.zeros(0, np.int64)
-        self.non_symbol = np.zeros(0, bool)  # some character outside datatrove's PUNCTUATION_SET
-        self.alpha = np.zeros(0, bool)  # some character str.isalpha
-        self.hash = np.zeros(0, np.int64)  # repetition.char_hash
-        self.power = np.zeros(0, np.int64)
+        for name, dtype in _COLUMNS:
+            setattr(self, name, np.zeros(1024, dtype))
         self.spaced: set[int] = set()  # words with a " " inside (only from non-spaCy tokenizers)
 
     def lookup(self, words: list[str]) -> np.ndarray:
@@ -45,14 +45,21 @@ class _WordTable:
 
     def _add(self, words: list[str]) -> None:
         from datatrove.utils.text import PUNCTUATION_SET
-        base = len(self.ids)
-        self.ids.update(zip(words, range(base, base + len(words))))
+        base, n = len(self.ids), len(words)
+        if base + n > self.length.size:
+            size = max(2 * self.length.size, base + n)
+            for name, _ in _COLUMNS:
+                column = getattr(self, name)
+                grown = np.zeros(size, column.dtype)
+                grown[:base] = column[:base]
+                setattr(self, name, grown)
+        self.ids.update(zip(words, range(base, base + n)))
         hashes = [char_hash(w) for w in words]
-        self.length = np.concatenate([self.length, np.fromiter(map(len, words), np.int64, len(words))])
-        self.non_symbol = np.concatenate([self.non_symbol, [any(ch not in PUNCTUATION_SET for ch in w) for w in words]])
-        self.alpha = np.concatenate([self.alpha, [any(c.isalpha() for c in w) for w in words]])
-        self.hash = np.concatenate([self.hash, np.asarray([h for h, _ in hashes], np.int64)])
-        self.power = np.concatenate([self.power, np.asarray([p for _, p in hashes], np.int64)])
+        self.length[base:base + n] = [len(w) for w in words]
+        self.non_symbol[base:base + n] = [any(ch not in PUNCTUATION_SET for ch in w) for w in words]
+        self.alpha[base:base + n] = [any(c.isalpha() for c in w) for w in words]
+        self.hash[base:base + n] = [h for h, _ in hashes]
+        self.power[base:base + n] = [p for _, p in hashes]
         self.spaced.update(base + i for i, w in enumerate(words) if " " in w)
 
 
