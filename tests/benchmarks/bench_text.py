@@ -49,6 +49,7 @@ CORPUS = ["news_articles_en.jsonl.gz", "cc_main_2019_30_extract.jsonl.gz", "c4_e
           "parlspeech_sample_en.jsonl.gz"]
 SHARDS = 8
 FILTERS = ["gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
+STAGE_SECONDS: dict[str, float] = {}  # datatrove's stages, wall seconds
 
 
 def real_docs() -> list[dict]:
@@ -66,26 +67,44 @@ def _edit(text: str, rng: random.Random, rate: float) -> str:
                      for line in text.split("\n"))
 
 
+def _english(docs: list[dict]) -> list[dict]:
+    """The documents curate's language filter (lid.176.ftz, score >= 0.65) takes for English."""
+    from curation.steps.text.filters import _load_fasttext, bundled_lid_model
+    model = _load_fasttext(str(bundled_lid_model()))
+    predict = getattr(model, "f", model).predict
+    out = []
+    for d in docs:
+        pred = predict(" ".join(d["text"].split()), 1, 0.0, "strict")
+        if pred and pred[0][1] == "__label__en" and pred[0][0] >= 0.65:
+            out.append(d)
+    return out
+
+
 def scaled_corpus(n_docs: int, seed: int = 0) -> list[list[dict]]:
-    """Shards of: the real documents; new ones, each with the line count of a random real document
-    filled with random real lines; 10% near-duplicates (2% of words replaced) and 3% exact copies of
-    earlier documents, each placed after its original in the original's shard (so that every
-    survivor rule keeps the original)."""
+    """Shards of: the real documents; new ones, each with the line count of a random real English
+    document filled with random lines of real English documents; 10% near-duplicates (2% of words
+    replaced) and 3% exact copies of earlier documents. Every document with the text of an earlier
+    one goes to that one's shard, after it, and each row carries its shard number (datatrove's exact
+    dedup is told to keep the earliest shard's copy, as curate does)."""
     rng = random.Random(seed)
     base = real_docs()
-    lines = [line for d in base for line in d["text"].split("\n") if line.strip()]
+    english = _english(base)
+    lines = [line for d in english for line in d["text"].split("\n") if line.strip()]
     docs = list(base)
     n_new = max(0, int(n_docs / 1.13) - len(base))
     for k in range(n_new):
-        shape = rng.choice(base)["text"].count("\n") + 1
+        shape = rng.choice(english)["text"].count("\n") + 1
         docs.append({"id": f"mix-{k}", "text": "\n".join(rng.choice(lines) for _ in range(min(shape, 40)))})
-    shards = [docs[s::SHARDS] for s in range(SHARDS)]
     for kind, share in (("near", 0.10), ("copy", 0.03)):
-        for k in range(int(len(docs) * share)):
-            s = rng.randrange(SHARDS)
-            original = rng.choice(shards[s][:len(shards[s]) // 2])
+        for k, i in enumerate(sorted(rng.sample(range(len(docs)), int(len(docs) * share)))):
+            original = docs[i]
             text = _edit(original["text"], rng, 0.02) if kind == "near" else original["text"]
-            shards[s].append({"id": f"{original['id']}-{kind}{k}", "text": text})
+            docs.append({"id": f"{original['id']}-{kind}{k}", "text": text})
+    shards: list[list[dict]] = [[] for _ in range(SHARDS)]
+    home: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        s = home.setdefault(d["text"], i % SHARDS)
+        shards[s].append({**d, "shard": s})
     return shards
 
 
@@ -134,8 +153,24 @@ def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
     return {i for i in ids if i not in gone}, token_sequences([out / "tokenized" / "en" / "en"])
 
 
+def curate_step_seconds(out: Path) -> dict[str, float]:
+    """Seconds each step spent, summed over its tasks (from the run's task markers)."""
+    seconds: Counter = Counter()
+    for p in (out / "work" / "markers").rglob("*.json"):
+        for s in json.loads(p.read_text()).get("stats") or []:
+            if isinstance(s, dict) and "step" in s:
+                seconds[s["step"]] += s.get("seconds", 0.0)
+    return dict(seconds)
+
+
 def text_of(doc) -> str:  # datatrove's exact dedup takes the hash function's type from the annotation
     return doc.text
+
+
+def earliest_shard_first(doc) -> int:
+    """Exact-dedup priority: the copy in the earliest shard survives (then the earliest row), which
+    is curate's rule; datatrove's default keeps the lowest row number of any shard."""
+    return 65535 - int(doc.metadata["shard"])
 
 
 def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
@@ -169,7 +204,9 @@ def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
     logs, w = str(work / "logs"), 2
 
     def stage(name, steps, tasks=SHARDS):
+        start = time.perf_counter()
         LocalPipelineExecutor(steps, tasks=tasks, workers=w, logging_dir=f"{logs}/{name}", skip_completed=False).run()
+        STAGE_SECONDS[name] = time.perf_counter() - start
 
     def writer(folder):
         return JsonlWriter(str(work / folder), output_filename="${rank}.jsonl.gz")
@@ -179,7 +216,7 @@ def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
 
     stage("1-filter", [reader(corpus), FastTextLID(str(bundled_lid_model()), ["en"]), GopherRepetitionFilter(),
                        GopherQualityFilter(), C4QualityFilter(), FineWebQualityFilter(), writer("filtered")])
-    exact = ExactDedupConfig(content_getter=text_of)
+    exact = ExactDedupConfig(content_getter=text_of, document_priority=earliest_shard_first)
     stage("2-exact-sig", [reader("filtered"), ExactDedupSignature(str(work / "esig"), config=exact)])
     stage("3-exact-find", [ExactFindDedups(str(work / "esig"), str(work / "edups"), config=exact)], tasks=1)
     stage("4-exact-filter", [reader("filtered"), ExactDedupFilter(str(work / "edups"), config=exact), writer("exact")])
@@ -260,6 +297,7 @@ def main() -> None:
         start = time.perf_counter()
         c_kept, c_tokens = curate_e2e(corpus, work / "curate-out", work)
         t_curate = time.perf_counter() - start
+        c_steps = curate_step_seconds(work / "curate-out")
         start = time.perf_counter()
         d_kept, d_tokens = datatrove_e2e(corpus, work / "dt")
         t_dt = time.perf_counter() - start
@@ -269,8 +307,8 @@ def main() -> None:
         t_ours, t_bare, stage_tokens = tokenize_stage(texts, work, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    write_report(args, len(base), fs, n_docs, n_bytes, (t_curate, c_kept, c_tokens), (t_dt, d_kept, d_tokens),
-                 (t_ours, t_bare, stage_tokens, len(texts)))
+    write_report(args, len(base), fs, n_docs, n_bytes, (t_curate, c_kept, c_tokens, c_steps),
+                 (t_dt, d_kept, d_tokens, dict(STAGE_SECONDS)), (t_ours, t_bare, stage_tokens, len(texts)))
 
 
 def write_report(args, n_real, fs, n_docs, n_bytes, curate, dt, stage) -> None:

@@ -7,8 +7,8 @@ import time
 
 
 def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, shards) -> str:
-    t_curate, c_kept, c_tokens = curate
-    t_dt, d_kept, d_tokens = dt
+    t_curate, c_kept, c_tokens, c_steps = curate
+    t_dt, d_kept, d_tokens, d_stages = dt
     t_ours, t_bare, stage_tokens, stage_docs = stage
     dtv, old, new = fs["datatrove"]["first"], fs["old"]["first"], fs["new"]["first"]
     warm, cov = fs["new"]["second"], fs["new"]["coverage"]
@@ -47,7 +47,7 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         f"pieces, words and sentence splits together) over {distinct:,} distinct chunks; "
         f"{cov['distinct_fast']:,} distinct chunks ({100 * cov['distinct_fast'] / max(distinct, 1):.0f}%) were "
         f"decided by the tokenizer's own affix rules without spaCy, {cov['distinct_spacy']:,} went to spaCy "
-        f"once each, so **{100 * (1 - cov['distinct_spacy'] / max(cov['chunks_seen'], 1)):.1f}% of look-ups "
+        f"once each, so **{100 * (1 - cov['distinct_spacy'] / max(cov['chunks_seen'], 1)):.2f}% of look-ups "
         f"skipped spaCy**; {cov['texts_delegated']:,} texts (documents or lines) were handed to datatrove's "
         "tokenizer whole (a special-case pattern that may run across chunks, or \"IS_ALPHA\")", "",
         "## 2. The whole text path, 2 workers each", "",
@@ -71,6 +71,11 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         + (f"**identical**, {sum(c_tokens.values()):,} documents"
            if same_tokens else f"differ in {sum((c_tokens - d_tokens).values()) + sum((d_tokens - c_tokens).values()):,} "
            "documents"), "",
+        "Where the time goes. curate: seconds each step spent, summed over its tasks (two run at a time); "
+        "the rest of the wall time is Ray start-up, the dedup, MinHash and merge phases between them, the "
+        "ledger and the report. datatrove: wall seconds of each LocalPipelineExecutor stage.", "",
+        "| curate step | task seconds | | datatrove stage | wall seconds |", "|---|---|---|---|---|",
+        *[f"| {a} | {b} | | {c} | {d} |" for a, b, c, d in _pairs(c_steps, d_stages)], "",
         "## 3. The tokenize stage", "",
         f"curate's tokenize step (`TextTokenizer`, `encode_batch_fast`, one numpy array per document with EOD) "
         f"plus the shard writer, against bare `Tokenizer.encode_batch` on the same {stage_docs:,} documents "
@@ -79,3 +84,12 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         f"**{t_bare / t_ours:.2f} of the bare tokenizer's throughput** (goal ≥ 0.95; "
         f"{stage_tokens * args.rounds / t_ours:,.0f} vs {stage_tokens * args.rounds / t_bare:,.0f} tokens/s).", "",
     ])
+
+
+def _pairs(steps: dict, stages: dict):
+    left = sorted(steps.items(), key=lambda kv: -kv[1])
+    right = list(stages.items())
+    for i in range(max(len(left), len(right))):
+        a, b = (left[i][0], f"{left[i][1]:.1f}") if i < len(left) else ("", "")
+        c, d = (right[i][0], f"{right[i][1]:.1f}") if i < len(right) else ("", "")
+        yield a, b, c, d
