@@ -88,9 +88,9 @@ class WordSplitter:
         self._effect[chunk] = (first, inner, state)
         rests = [r for k in range(1, min(len(pre), self.rules.head_len) + 1) for r in self.rules.heads.get(pre[-k:], ())]
         if rests:
-            self._tails[chunk] = firsts = frozenset(r[0] for r in rests)
-            for first in firsts:
-                self._needs.setdefault(first, set()).add(chunk)
+            self._tails[chunk] = opening = frozenset(r[0] for r in rests)
+            for token in opening:
+                self._needs.setdefault(token, set()).add(chunk)
         if pre[0] in self.rules.openers:
             self._opens[chunk] = pre[0]
         if pre != tokens:
@@ -99,8 +99,8 @@ class WordSplitter:
             self._matched.add(chunk)
 
     def _split(self, chunks: list[str]) -> list[list]:
-        """spaCy's tokens of each chunk, from one call: "\n" between chunks is a token of its own,
-        so no special-case match crosses from one chunk into another."""
+        """spaCy's tokens of each chunk, from one call: a newline between chunks is a token of its
+        own, so no special-case match crosses from one chunk into another."""
         starts, pos = [], 0
         for c in chunks:
             starts.append(pos)
@@ -117,9 +117,6 @@ class WordSplitter:
         return out
 
     def _learn(self, chunks: set[str]) -> None:
-        if len(self._tokens) + len(chunks) > _MEMO_LIMIT:
-            for memo in (self._tokens, self._effect, self._tails, self._opens, self._needs, self._pre, self._matched):
-                memo.clear()
         touched = []
         for c in sorted(chunks):
             pre = self.rules.affix_tokens(c)
@@ -137,6 +134,10 @@ class WordSplitter:
         self.chunks_seen += len(chunks)
         present = set(chunks)
         new = present.difference(self._tokens)
+        if new and len(self._tokens) + len(new) > _MEMO_LIMIT:  # start afresh, keeping this text's chunks
+            for memo in (self._tokens, self._effect, self._tails, self._opens, self._needs, self._pre, self._matched):
+                memo.clear()
+            new = present
         if new:
             self._learn(new)
         return present

@@ -28,7 +28,8 @@ class _WordTable:
     length, non_symbol (a character outside datatrove's PUNCTUATION_SET), alpha (a character
     `str.isalpha`), hash and power (`repetition.char_hash`). Columns grow by doubling."""
 
-    def __init__(self):
+    def __init__(self, generation: int = 0):
+        self.generation = generation  # bumped when the table starts afresh: ids of older views are void
         self.ids: dict[str, int] = {}
         for name, dtype in _COLUMNS:
             setattr(self, name, np.zeros(1024, dtype))
@@ -38,7 +39,7 @@ class _WordTable:
         new = set(words).difference(self.ids)
         if new:
             if len(self.ids) + len(new) > _WORD_LIMIT:
-                self.__init__()
+                self.__init__(self.generation + 1)
                 new = set(words)
             self._add(sorted(new))
         return np.fromiter(map(self.ids.__getitem__, words), dtype=np.int64, count=len(words))
@@ -70,11 +71,13 @@ class TextWords:
         self.words = words
         self._table = table
         self._ids: np.ndarray | None = None
+        self._generation = -1
 
     @property
     def ids(self) -> np.ndarray:
-        if self._ids is None:
+        if self._ids is None or self._generation != self._table.generation:
             self._ids = self._table.lookup(self.words)
+            self._generation = self._table.generation
         return self._ids
 
     def column(self, name: str) -> np.ndarray:

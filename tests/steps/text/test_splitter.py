@@ -127,3 +127,12 @@ def test_every_document_line_and_chunk_of_the_corpora(name, language):
     assert lines >= len(texts)
     # every chunk decided without spaCy is cut as spaCy cuts it
     assert_chunks_like_spacy(splitter, ref, {c for t in texts for c in t.split()})
+
+
+def test_memo_starting_afresh_changes_nothing(monkeypatch):
+    import curation.steps.text.splitter as module
+    monkeypatch.setattr(module, "_MEMO_LIMIT", 40)  # far fewer chunks than one document has
+    splitter, ref = WordSplitter(SpaCyTokenizer("en")), reference("eng")
+    for text in DOCUMENTS[:30] * 2:
+        assert_same(splitter, ref, text)
+    assert len(splitter._tokens) < 400

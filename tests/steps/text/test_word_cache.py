@@ -45,3 +45,19 @@ def test_languages_the_splitter_refuses_use_datatrove_tokenizer():
     text = "El Sr. García llegó a las 10 a. m. del 3 de ene. ¿Por qué? ¡Porque sí! Fin."
     assert cache.view(text).words == ref.word_tokenize(text)
     assert cache.sentence_count(text) == len(split_into_sentences(text, "spa"))
+
+
+def test_word_table_starting_afresh_keeps_views_right(monkeypatch):
+    import curation.steps.text.word_cache as module
+    monkeypatch.setattr(module, "_WORD_LIMIT", 30)
+    cache, ref = WordCache("eng"), SpaCyTokenizer("en")
+    texts = _demo_texts(12)
+    for a, b in zip(texts, texts[1:]):
+        first = cache.view(a)
+        first.ids
+        cache.view(b).ids  # more distinct words than the table holds: it starts afresh
+        again = cache.view(a)
+        assert again is first  # the cached view, whose ids predate the restart
+        assert again.column("length").tolist() == [len(w) for w in ref.word_tokenize(a)]
+        assert again.column("hash").tolist() == [char_hash(w)[0] for w in again.words]
+    assert cache._table.generation > 5
