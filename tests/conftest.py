@@ -24,15 +24,30 @@ os.environ.pop("RAY_ADDRESS", None)
 
 
 def pytest_sessionfinish(session, exitstatus):
+    import sys
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():  # the shared Ray of `ray_local`
+        sys.modules["ray"].shutdown()
     shutil.rmtree(_RAY_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
-    """The demo recipe run once with two workers; tests must not modify its output."""
+    """The demo recipe run once with the local executor (the determinism reference); tests must not
+    modify its output."""
     from curation.commands.run import run
-    out = tmp_path_factory.mktemp("demo-w2")
-    return run(DEMO, out, workers=2, progress=False)
+    out = tmp_path_factory.mktemp("demo")
+    return run(DEMO, out, progress=False)
+
+
+@pytest.fixture
+def ray_local():
+    """The embedded loopback Ray, started once and shared by the tests that need Ray (a `RayExecutor`
+    joins a running Ray instead of starting its own); the cluster tests stop it and start their own."""
+    import ray
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
+                 log_to_driver=False, configure_logging=True)
+    yield
 
 
 def write_jsonl(path: Path, rows: list, gz: bool = False) -> Path:
@@ -48,13 +63,16 @@ def english_doc(i: int, words: int = 80) -> str:
     return f"Document {i}. " + " ".join((base * (words // 25 + 1)).split()[:words]) + "."
 
 
-def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "") -> Path:
-    """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list."""
+def make_recipe(tmp: Path, sources: dict[str, list[Path]], filters: str = "[]", extra: str = "",
+                license: str = "MIT") -> Path:
+    """A recipe over files in `tmp` using the demo vocabulary; `filters` is a YAML flow list; every
+    source declares `license` (a recipe without one does not validate)."""
     lines = ["name: t", f"vocabulary: {VOCAB}", extra, "sources:"]
     for name, paths in sources.items():
         lines += [f"  - name: {name}",
                   f"    input: {{paths: {json.dumps([str(p) for p in paths])}, id_field: id}}",
-                  f"    filters: {filters}"]
+                  f"    filters: {filters}",
+                  f"    license: {json.dumps(license)}"]  # last, so the lines above keep their numbers
     path = tmp / "recipe.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path

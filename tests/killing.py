@@ -12,8 +12,8 @@ def tokenize_shard(recipe, out, source: str, codec: str, kill_at_batch: int = 0)
     `encode` calls and SIGKILLs the process at call `kill_at_batch` (1-based; 0: never). Returns the calls."""
     import torch
 
-    from curation.commands.run import load_plan
-    from curation.runtime import tasks
+    from curation.plan.graph import load_plan
+    from curation.runtime.node import run_node
     torch.set_num_threads(1)   # as in a Ray worker (OMP_NUM_THREADS=1): float sums, hence codes, match
     module, name = codec.split(":")
     cls = getattr(importlib.import_module(module), name)
@@ -28,7 +28,7 @@ def tokenize_shard(recipe, out, source: str, codec: str, kill_at_batch: int = 0)
     cls.encode = counting
     try:
         [node] = [n for n in load_plan(recipe).tokenize if n.source == source]
-        tasks.run_tokenize(str(out), node.key, node.fingerprint, node.spec)
+        run_node(str(out), node)
     finally:
         cls.encode = encode
     return len(calls)

@@ -1,17 +1,21 @@
 """Network safeguards (Apertus 1.5 §6.4): threat feeds compiled into access lists, checked before
 every connection.
 
-Feeds (files; one entry per line, `#` or `;` comments):
-- `firehol`  FireHOL ip/netset: addresses and CIDR networks
-- `spamhaus` Spamhaus DROP/EDROP: `1.10.16.0/20 ; SBL256894`
-- `urlhaus`  URLhaus URL lists: one URL per line. A path is invisible on the wire for HTTPS, so an
-             https indicator blocks its whole host; an http one blocks that URL exactly.
-- `hosts`    hosts files (`0.0.0.0 bad.example`) or bare domain lists; a domain blocks its subdomains
+Feeds are files (or URLs fetched once per run) in any format `curation.acquire.feeds` reads
+(hosts, domain lists, AdBlock/uBlock, unbound, RPZ, dnsmasq, FireHOL/Spamhaus netsets and JSON,
+URLhaus text and CSV; compressed or not), declared or detected; a feed that reads as (almost)
+nothing is an error, never an empty list. Each yields entries of three kinds:
+- networks: every address inside is blocked;
+- hosts: the host and all its subdomains are blocked (an IP literal is blocked as a network);
+- URL prefixes: URLs on that host (and its subdomains, for AdBlock `||` rules) whose path and
+  query start with the prefix are blocked, on either scheme and any port. A prefix on an IP
+  address also holds for every name that resolves to that address.
 
-`Guard.check(url)` decides before any connection: the scheme must be http(s); the URL, its host
-and every parent domain must not be listed; the host is resolved (through an injectable resolver)
-and every address it resolves to must lie outside the blocked networks. The caller connects to the
-checked addresses only, so a name cannot resolve to something else between check and connect.
+`Guard.check(url)` decides before any connection: the scheme must be http(s); no URL prefix may
+match; the host and every parent domain must not be listed; the host is resolved (through an
+injectable resolver) and every address it resolves to must lie outside the blocked networks and
+carry no matching URL prefix. The caller connects to the checked addresses only, so a name cannot
+resolve to something else between check and connect.
 """
 from __future__ import annotations
 
@@ -19,34 +23,24 @@ import bisect
 import hashlib
 import ipaddress
 import socket
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from curation.core.urls import ascii_host, normalize_url
+from curation.acquire.feed_formats import UrlPrefix, canonical_path, ip_literal
+from curation.acquire.feeds import ALIASES, FORMATS, MIN_ENTRY_SHARE, Feed, read_feed
+from curation.core.urls import ascii_host
 from curation.errors import InputError
 
 Resolver = Callable[[str], list[str]]
-FEED_FORMATS = ("firehol", "spamhaus", "urlhaus", "hosts")
+FEED_FORMATS = ("auto", *FORMATS, *ALIASES)
 
 
 def system_resolver(host: str) -> list[str]:
     infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     return sorted({info[4][0] for info in infos})
-
-
-def _entries(text: str, fmt: str) -> Iterable[str]:
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("#") or (fmt == "spamhaus" and line.startswith(";")):
-            continue
-        if fmt == "spamhaus":
-            line = line.split(";", 1)[0]  # `net ; SBL id`; in URL lists ";" is part of the URL
-        elif fmt != "urlhaus":
-            line = line.split("#", 1)[0]
-        if line.strip():
-            yield line.strip()
 
 
 def embedded_ipv4(address):
@@ -103,68 +97,45 @@ class Decision:
 class AccessLists:
     networks: _Networks
     domains: frozenset[str]
-    urls: frozenset[str]
+    prefixes: dict[str, tuple[UrlPrefix, ...]]  # host (or IP address) -> its URL-prefix rules
     fingerprint: str
     counts: dict[str, int] = field(default_factory=dict)
+    feeds: list[dict] = field(default_factory=list)  # one `Feed.record()` per feed, for acquired.json
 
     @classmethod
-    def compile(cls, feeds: list[tuple[str, str, str]]) -> "AccessLists":
-        """`feeds`: (name, format, text) -> access lists. Unparseable entries are an error naming the feed."""
-        networks, domains, urls = [], set(), set()
+    def from_feeds(cls, feeds: list[Feed]) -> AccessLists:
+        networks, domains, prefixes = [], set(), defaultdict(set)
         digest = hashlib.sha256()
-        for name, fmt, text in feeds:
-            digest.update(f"{name}\0{fmt}\0{hashlib.sha256(text.encode()).hexdigest()}\0".encode())
-            for entry in _entries(text, fmt):
-                if fmt in ("firehol", "spamhaus"):
-                    try:
-                        networks.append(ipaddress.ip_network(entry.split()[0], strict=False))
-                    except ValueError:
-                        raise InputError(f"threat feed {name!r} ({fmt}): {entry!r} is no IP address or network; "
-                                         f"fix the feed or declare its right format") from None
-                elif fmt == "urlhaus":
-                    try:
-                        parts = urlsplit(entry)
-                        host = ascii_host(parts.hostname or "")
-                    except ValueError:
-                        continue  # no usable host: nothing this entry could ever match
-                    if parts.scheme == "https" and host:
-                        _block_host(host, domains, networks)  # the path of an https URL is invisible
-                    elif (url := normalize_url(entry)) is not None:
-                        urls.add(url)
-                elif fmt == "hosts":
-                    words = entry.split()
-                    for host in (words[1:] if len(words) > 1 else words):
-                        if host.lower().rstrip(".") not in ("localhost", "0.0.0.0", "broadcasthost"):
-                            try:
-                                _block_host(ascii_host(host), domains, networks)
-                            except ValueError:
-                                continue
-                else:
-                    raise InputError(f"threat feed {name!r}: unknown format {fmt!r}; use one of {FEED_FORMATS}")
+        for feed in feeds:
+            digest.update(f"{feed.name}\0{feed.format}\0{feed.sha256}\0".encode())
+            networks.extend(feed.entries.networks)
+            domains.update(feed.entries.hosts)
+            for rule in feed.entries.prefixes:
+                prefixes[rule.host].add(rule)
         nets = _Networks(networks)
-        return cls(nets, frozenset(domains), frozenset(urls), digest.hexdigest(),
-                   {"networks": len(nets), "domains": len(domains), "urls": len(urls)})
+        return cls(nets, frozenset(domains), {h: tuple(sorted(r)) for h, r in prefixes.items()}, digest.hexdigest(),
+                   {"networks": len(nets), "hosts": len(domains), "url_prefixes": sum(map(len, prefixes.values()))},
+                   [f.record() for f in feeds])
 
-
-def _block_host(host: str, domains: set, networks: list) -> None:
-    """An IP literal is blocked as a network (so its other spellings, which resolve to it, are too)."""
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        domains.add(host)
-        return
-    networks.append(ipaddress.ip_network(address))
+    @classmethod
+    def compile(cls, feeds: list[tuple[str, str, str | bytes]]) -> AccessLists:
+        """`feeds`: (name, format, content) -> access lists; each feed is read and checked by `read_feed`."""
+        return cls.from_feeds([read_feed(name, text.encode() if isinstance(text, str) else text, fmt)
+                               for name, fmt, text in feeds])
 
 
 def load_feeds(specs: list[dict]) -> AccessLists:
-    """specs: [{"path": ..., "format": ...}] from the recipe; files only (no feed is fetched at run time)."""
+    """specs: [{"path": ..., "format": "auto" | ..., "name": ..., "min_entry_share": ...}] from the
+    recipe; files only (no feed is fetched here). `name` (default: the path) names it in errors and
+    the ledger."""
     feeds = []
     for spec in specs:
         path = Path(spec["path"])
         if not path.is_file():
             raise InputError(f"threat feed {path} does not exist; give the path of a downloaded feed file")
-        feeds.append((path.name, spec["format"], path.read_text(encoding="utf-8", errors="replace")))
-    return AccessLists.compile(feeds)
+        feeds.append(read_feed(spec.get("name") or str(path), path.read_bytes(), spec.get("format") or "auto",
+                               spec.get("min_entry_share", MIN_ENTRY_SHARE)))
+    return AccessLists.from_feeds(feeds)
 
 
 class Guard:
@@ -181,6 +152,14 @@ class Guard:
                 return ".".join(labels[i:])
         return None
 
+    def _blocked_prefix(self, host: str, path: str) -> UrlPrefix | None:
+        labels = host.split(".")
+        for i in range(len(labels)):
+            for rule in self.lists.prefixes.get(".".join(labels[i:]), ()):
+                if (i == 0 or rule.subdomains) and rule.matches(path):
+                    return rule
+        return None
+
     def check(self, url: str) -> Decision:
         try:
             parts = urlsplit(url)
@@ -194,8 +173,10 @@ class Guard:
             return Decision(False, "malformed_url", detail="no host")
         if parts.username is not None or parts.password is not None:
             return Decision(False, "userinfo_refused", detail="credentials in the URL")
-        if normalize_url(url) in self.lists.urls:
-            return Decision(False, "url_blocked", detail=url)
+        path = canonical_path(parts.path + (f"?{parts.query}" if parts.query else ""))
+        literal = ip_literal(host)
+        if (rule := self._blocked_prefix(str(literal) if literal else host, path)) is not None:
+            return Decision(False, "url_blocked", detail=f"{url} (rule {rule})")
         if (domain := self._blocked_domain(host)) is not None:
             return Decision(False, "domain_blocked", detail=domain)
         try:
@@ -210,4 +191,7 @@ class Guard:
         for address in addresses:
             if address in self.lists.networks:
                 return Decision(False, "ip_blocked", detail=f"{host} -> {address}")
+            for key in dict.fromkeys((str(address), str(embedded_ipv4(address)))) if self.lists.prefixes else ():
+                if (rule := self._blocked_prefix(key, path)) is not None:
+                    return Decision(False, "url_blocked", detail=f"{url}: {host} -> {address} (rule {rule})")
         return Decision(True, addresses=tuple(str(a) for a in addresses))

@@ -1,16 +1,20 @@
-"""The `curate` command line."""
+"""The `curate` command line. Exit codes, `-v/--verbose`, `--quiet` and `--log` are the same for every
+command (`curation.commands.console`); a subcommand added with `add_parser` gets them automatically."""
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from curation import __version__
+from curation.commands.console import EXIT_CODES_HELP, Session, UsageError, add_common_options_everywhere
+from curation.core.extras import require
 from curation.errors import CurateError
 
 
 def _cmd_validate(a) -> int:
-    from curation.commands.run import load_plan
+    from curation.plan.graph import load_plan
     plan = load_plan(a.recipe)
     r = plan.recipe
     n = sum(len(v) for v in r.inputs.values())
@@ -20,15 +24,15 @@ def _cmd_validate(a) -> int:
 
 
 def _cmd_explain(a) -> int:
-    from curation.commands.run import load_plan
-    from curation.plan.graph import explain
-    print(explain(load_plan(a.recipe)))
+    from curation.plan.explain import explain
+    from curation.plan.graph import load_plan
+    print(explain(load_plan(a.recipe), nodes=a.nodes))
     return 0
 
 
 def _cmd_run(a) -> int:
     from curation.commands.run import run
-    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet)
+    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor)
     tok = sum(t["total_tokens"] for t in res.rows["tokens"])
     docs = sum(t["documents"] for t in res.rows["tokens"])
     print(f"{docs:,} documents, {tok:,} tokens in {res.out / 'tokenized'}")
@@ -41,39 +45,64 @@ def _cmd_run(a) -> int:
 
 def _cmd_verify(a) -> int:
     from curation.mixture.manifests import verify_manifest
+    if a.relocate:
+        from curation.mixture.megatron import relocate_handoff
+        for path in relocate_handoff(Path(a.manifest)):
+            print(f"rewrote {path}", file=sys.stderr)
     for line in verify_manifest(Path(a.manifest)):
         print(f"ok  {line}")
     print(f"{a.manifest}: verified")
     return 0
 
 
-def _print_table(cols, rows) -> None:
+def _print_table(cols, rows, file=None) -> None:
     from rich.console import Console
     from rich.table import Table
     t = Table(*cols)
     for r in rows:
         t.add_row(*[f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in r])
-    Console(width=200).print(t)
+    Console(width=200, file=file or sys.stdout).print(t)
+
+
+LEDGER_DEFAULT = ("sources", "steps", "drops", "quarantine", "tokens", "mixture")   # printed without --table
 
 
 def _cmd_ledger(a) -> int:
-    from curation.ledger import SCHEMAS, query
+    from curation.core.atomic import atomic_write_bytes
+    from curation.ledger import SCHEMAS
+    from curation.ledger.export import encode, export_all, select
     from curation.ledger.store import VIEWS
     ldir = Path(a.out) / "ledger"
-    if a.sql:
-        sqls = [a.sql]
-    elif a.table:
-        sqls = [f'SELECT * FROM "{a.table}"']
+    if a.table and a.table not in SCHEMAS and a.table not in VIEWS:
+        raise UsageError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; views: {', '.join(VIEWS)}")
+    if a.format == "table":
+        names = [None] if a.sql else [a.table] if a.table else list(LEDGER_DEFAULT)
+        with open(a.output, "w", encoding="utf-8") if a.output else nullcontext(sys.stdout) as f:
+            for name in names:
+                data = select(ldir, table=name, sql=a.sql)
+                if name and not a.table:
+                    print(name, file=f)
+                _print_table(data.column_names, [tuple(r.values()) for r in data.to_pylist()], file=f)
+        return 0
+    if not a.table and not a.sql:
+        if not a.output:
+            raise UsageError(f"--format {a.format} without --table or --sql exports every table: give "
+                             f"--output FOLDER (one {a.format} file per table)")
+        for path in export_all(ldir, a.format, Path(a.output)):
+            print(path)
+        return 0
+    data = encode(select(ldir, table=a.table, sql=a.sql), a.format)
+    if a.output:
+        atomic_write_bytes(Path(a.output), data)
+        if not a.quiet:
+            print(f"wrote {a.output}", file=sys.stderr)
+    elif a.format == "parquet":
+        if sys.stdout.isatty():
+            raise UsageError("--format parquet is binary: give --output FILE or redirect stdout")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
     else:
-        sqls = [f'SELECT * FROM "{t}"' for t in ("sources", "steps", "drops", "quarantine", "tokens", "mixture")]
-    for sql in sqls:
-        if not a.sql and a.table and a.table not in SCHEMAS and a.table not in VIEWS:
-            raise CurateError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; "
-                              f"views: {', '.join(VIEWS)}")
-        cols, rows = query(ldir, sql)
-        if not a.sql:
-            print(sql.split("FROM ")[1].strip('"'))
-        _print_table(cols, rows)
+        sys.stdout.write(data.decode())
     return 0
 
 
@@ -86,6 +115,7 @@ def _cmd_report(a) -> int:
 
 
 def _cmd_train(a) -> int:
+    require("train", "curate train")
     from curation.train.loop import TrainConfig, Trainer
     from curation.train.model import ModelConfig
     cfg = TrainConfig(max_steps=a.max_steps, batch_size=a.batch_size, seq_length=a.seq_length, lr=a.lr,
@@ -103,6 +133,7 @@ def _cmd_train(a) -> int:
 
 
 def _cmd_ablate(a) -> int:
+    require("train", "curate ablate")
     from curation.commands.ablate import ablate
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
@@ -114,6 +145,30 @@ def _cmd_ablate(a) -> int:
     return 0
 
 
+def _cmd_demo(a) -> int:
+    from curation.commands.demo import materialise
+    recipe = materialise(Path(a.dir))
+    print(f"wrote the demo recipe {recipe} with its corpus and vocabulary (also images.yaml, audio.yaml, "
+          f"acquisition.yaml)\nrun it:  curate run {recipe} --out {Path(a.dir) / 'out'}")
+    return 0
+
+
+def _cmd_slurm(a) -> int:
+    from curation.commands.slurm import SlurmJob, submit, write_script
+    job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
+                   cpus_per_node=a.cpus_per_node, partition=a.partition, time=a.time, job_name=a.job_name,
+                   port=a.port, join_timeout=a.join_timeout)
+    if not job.recipe.is_file():
+        raise CurateError(f"recipe {a.recipe} not found")
+    script = write_script(job, Path(a.script).resolve() if a.script else None)
+    if a.dry_run:
+        print(script.read_text(), end="")
+        print(f"# wrote {script}; submit it with: sbatch {script}", file=sys.stderr)
+        return 0
+    print(f"{submit(script)} ({script})")
+    return 0
+
+
 def _cmd_tokenizer_train(a) -> int:
     from curation.commands.tokenizer import train_tokenizer
     path = train_tokenizer([Path(p) for p in a.inputs], Path(a.out), vocab_size=a.vocab_size, field=a.field)
@@ -121,9 +176,22 @@ def _cmd_tokenizer_train(a) -> int:
     return 0
 
 
+def _cmd_classifier_train(a) -> int:
+    from curation.commands.classifier import train
+    print("\n".join(train(a.spec, a.out)))
+    return 0
+
+
+def _cmd_codec_check(a) -> int:
+    from curation.commands.codec import check_codec, format_result
+    print(format_result(check_codec(a.path, a.kind)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="curate", description="Data curation and mixture accounting for "
-                                "multimodal LLM pretraining.")
+                                "multimodal LLM pretraining.", epilog=EXIT_CODES_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"curate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -132,26 +200,41 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="out", help="output folder (default: ./out)")
     s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
     s.add_argument("--address", default=None,
-                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
+                   help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray); its token "
+                        "from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+    s.add_argument("--executor", choices=["auto", "local", "ray"], default="auto",
+                   help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
+                        "joining a cluster, else local)")
     s.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("validate", help="check a recipe and its inputs; print its fingerprint")
     s.add_argument("recipe")
     s.set_defaults(fn=_cmd_validate)
 
-    s = sub.add_parser("explain", help="print the task graph with each node's fingerprint")
+    s = sub.add_parser("explain", help="print the phase table, step chains and each node's fingerprint")
     s.add_argument("recipe")
+    s.add_argument("--nodes", action="store_true", help="one `key fingerprint` line per node, nothing else")
     s.set_defaults(fn=_cmd_explain)
 
-    s = sub.add_parser("verify", help="re-hash a manifest's shards and compare counts with the ledger")
+    s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")
     s.add_argument("manifest")
+    s.add_argument("--relocate", action="store_true",
+                   help="first rewrite the paths the stage's hand-off files (and the ledger's decisions view) "
+                        "name, for an output folder that was copied or moved")
     s.set_defaults(fn=_cmd_verify)
 
-    s = sub.add_parser("ledger", help="print ledger tables or run SQL on ledger.duckdb")
+    s = sub.add_parser("ledger", help="print or export ledger tables, or run SQL on ledger.duckdb",
+                       description="Print ledger tables (default: " + ", ".join(LEDGER_DEFAULT) + ") or export "
+                       "them. --format csv|json|parquet writes one table, view or query to --output FILE "
+                       "(else stdout), or, with neither --table nor --sql, every table into --output FOLDER. "
+                       "CSV writes list values as JSON text; JSON is an array of row objects.")
     s.add_argument("out", help="the output folder of a run")
-    s.add_argument("--table", help="one table or view")
-    s.add_argument("--sql", help="a SQL query (DuckDB dialect, read-only)")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--table", help="one table or view")
+    which.add_argument("--sql", help="a SQL query (DuckDB dialect, read-only)")
+    s.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table",
+                   help="`table` (default): boxes for reading; csv, json, parquet: for other tools")
+    s.add_argument("--output", metavar="FILE", help="write there instead of stdout (a folder for all tables)")
     s.set_defaults(fn=_cmd_ledger)
 
     s = sub.add_parser("report", help="rewrite the report of an output folder from its ledger")
@@ -177,6 +260,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
     s.set_defaults(fn=_cmd_ablate)
 
+    codec = sub.add_parser("codec", help="image and audio codec tools").add_subparsers(dest="ccmd", required=True)
+    s = codec.add_parser("check", help="load a codec checkpoint folder, check every tensor, encode a fixed probe")
+    s.add_argument("path", help="a checkpoint folder (README, 'Codecs'), a weights file in one, or a seeded yaml")
+    s.add_argument("--kind", choices=("image", "audio"), default=None, help="default: from the configuration")
+    s.set_defaults(fn=_cmd_codec_check)
+
+    s = sub.add_parser("slurm", help="write (and sbatch) a Slurm job that starts Ray on its nodes and runs a recipe")
+    s.add_argument("recipe")
+    s.add_argument("--nodes", type=int, required=True, help="nodes in the allocation (the first one is the Ray head)")
+    s.add_argument("--cpus-per-node", type=int, required=True, help="CPUs Ray uses on each node")
+    s.add_argument("--partition", default=None)
+    s.add_argument("--time", default=None, help="Slurm time limit (HH:MM:SS or D-HH:MM)")
+    s.add_argument("--out", default="out", help="output folder: must be on storage every node mounts at this path")
+    s.add_argument("--job-name", default=None, help="default: curate-<recipe name>")
+    s.add_argument("--port", type=int, default=6379, help="the Ray head's GCS port (default 6379)")
+    s.add_argument("--join-timeout", type=int, default=300, help="seconds to wait for all nodes to join")
+    s.add_argument("--script", default=None, help="where to write the script (default: OUT/slurm/JOB.sbatch)")
+    s.add_argument("--dry-run", action="store_true", help="write and print the script; do not submit it")
+    s.set_defaults(fn=_cmd_slurm)
+
+    s = sub.add_parser("demo", help="write the shipped recipes (the demo with its corpus) and vocabularies into DIR")
+    s.add_argument("dir", nargs="?", default="curate-demo", help="target folder (default: ./curate-demo)")
+    s.set_defaults(fn=_cmd_demo)
+
     tok = sub.add_parser("tokenizer", help="text tokenizer tools").add_subparsers(dest="tcmd", required=True)
     s = tok.add_parser("train", help="train a byte-level BPE tokenizer reproducibly on JSON-lines text")
     s.add_argument("inputs", nargs="+", help="jsonl(.gz) files or folders")
@@ -184,22 +291,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, default=16384)
     s.add_argument("--field", default="text")
     s.set_defaults(fn=_cmd_tokenizer_train)
+
+    cls = sub.add_parser("classifier", help="text classifiers").add_subparsers(dest="ccmd", required=True)
+    s = cls.add_parser("train", help="train a fastText quality or toxicity classifier from a spec, with its card")
+    s.add_argument("spec", help="a classifier spec (YAML), e.g. recipes/classifiers/demo-quality.yaml")
+    s.add_argument("--out", required=True, help="folder for NAME.ftz|.bin, NAME.card.json, NAME.train.txt")
+    s.set_defaults(fn=_cmd_classifier_train)
+
+    add_common_options_everywhere(p)   # last: every subcommand above, whoever added it
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `curate ARGV`; returns the exit code (`curation.commands.console` lists them). A usage error
+    exits through argparse (SystemExit 2)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except CurateError as e:
-        print(f"curate: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("curate: interrupted; completed tasks are kept, re-run to finish", file=sys.stderr)
-        return 130
+    return Session(args.verbose, args.quiet, args.log).run(args.fn, args, argv)
 
 
 if __name__ == "__main__":

@@ -47,3 +47,11 @@ def save_array(path: Path, array: np.ndarray) -> dict:
         np.save(f, array, allow_pickle=False)
     tmp.replace(path)
     return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def atomic_write_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Write arrays as one uncompressed `.npz` atomically (no pickling)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")   # np.savez appends .npz to names without it
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 
 def components(n: int, edges: np.ndarray) -> np.ndarray:
@@ -31,3 +32,36 @@ def clustered_roots(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nodes = np.unique(edges)
     local = np.searchsorted(nodes, edges)
     return nodes, nodes[components(nodes.size, local)]
+
+
+def groups(labels: np.ndarray) -> dict[int, list[int]]:
+    """Root -> members (root first, then ascending) of every component with more than one node."""
+    members: dict[int, list[int]] = {}
+    for i in np.flatnonzero(labels != np.arange(labels.size)).tolist():
+        root = int(labels[i])
+        members.setdefault(root, [root]).append(i)
+    return dict(sorted(members.items()))
+
+
+def cluster_row(names, root: int, members: list[int]) -> dict:
+    """The ledger row of one duplicate cluster: `names[i]` = (source, id) of member i (a list or a dict);
+    the root is the kept member.
+
+    Every dedup phase's cluster table has these columns (plus its own, such as the image domain)."""
+    name = lambda j: f"{names[j][0]}/{names[j][1]}"  # noqa: E731
+    return {"cluster": name(root), "kept_source": names[root][0], "kept_id": names[root][1], "size": len(members),
+            "members": [name(j) for j in members], "sources": sorted({names[j][0] for j in members})}
+
+
+CLUSTER_COLUMNS = [("cluster", pa.string()), ("kept_source", pa.string()), ("kept_id", pa.string()),
+                   ("size", pa.int64()), ("members", pa.list_(pa.string())), ("sources", pa.list_(pa.string()))]
+
+
+def key_components(keys, pairs) -> dict:
+    """Cluster id of every key: the smallest key of its connected component under `pairs`
+    ((key_a, key_b, ...) tuples); keys that only appear in pairs are included."""
+    ordered = sorted(set(keys) | {p[0] for p in pairs} | {p[1] for p in pairs})
+    index = {k: i for i, k in enumerate(ordered)}
+    edges = np.array([(index[p[0]], index[p[1]]) for p in pairs], dtype=np.int64).reshape(-1, 2)
+    labels = components(len(ordered), edges)
+    return {k: ordered[labels[i]] for i, k in enumerate(ordered)}

@@ -3,11 +3,13 @@
     raw/<source>/                     acquired inputs (`curation.acquire`)
     processed/<source>/<shard>.parquet   records after the process phase (`.shar/` for audio clips)
     work/markers/<node key>.json      completion markers (fingerprint + counts)
-    work/<phase>/...                  files that join the corpus-wide phases
+    work/<phase>/...                  files that join the corpus-wide phases; work/<phase>/drops/
+                                      <source>/<shard>.parquet: what a phase removes from a shard
     tokenized/<source>/parts/<shard>  per-task Megatron shards; tokenized/<source>/<source> merged
     quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons
     review/                           exports for people (decontamination review)
     ledger/, manifests/, reports/     what auditors, trainers and readers open
+    megatron/<stage>/                 the Megatron-LM hand-off of a stage (`curation.mixture.megatron`)
 """
 from __future__ import annotations
 
@@ -45,8 +47,23 @@ def quarantine_path(out: Path, source: str, shard: str, phase: str) -> Path:
     return out / "quarantine" / source / f"{shard}.{phase}.jsonl"
 
 
+def decisions_path(out: Path, source: str, shard: str, phase: str) -> Path:
+    """Every record a task dropped or quarantined, with its reason and evidence (hive-partitioned by source)."""
+    return ledger_dir(out) / "decisions" / f"source={source}" / f"{shard}.{phase}.parquet"
+
+
 def work_dir(out: Path, phase: str) -> Path:
     return out / "work" / phase
+
+
+def drops_path(out: Path, phase: str, source: str, shard: str) -> Path:
+    """The ids a corpus-wide phase removes from one shard (id, reason), read by that shard's tokenize task."""
+    return work_dir(out, phase) / "drops" / source / f"{shard}.parquet"
+
+
+def codes_dir(out: Path, source: str, shard: str) -> Path:
+    """Codec output of finished batches of one tokenize task (its checkpoint)."""
+    return Path(f"{part_prefix(out, source, shard)}.codes")
 
 
 def sig_path(out: Path, source: str, shard: str) -> Path:
@@ -75,3 +92,8 @@ def ledger_dir(out: Path) -> Path:
 
 def manifests_dir(out: Path) -> Path:
     return out / "manifests"
+
+
+def megatron_dir(out: Path, stage: str) -> Path:
+    """A stage's Megatron-LM hand-off: data-args files and the indexed datasets that express its plan."""
+    return out / "megatron" / stage

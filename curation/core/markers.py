@@ -12,13 +12,14 @@ from curation.core.atomic import atomic_write_json
 from curation.core.layout import marker_path
 
 
-def read_marker(out: Path, key: str, fingerprint: str) -> dict | None:
+def read_marker(out: Path, key: str, fingerprint: str | None) -> dict | None:
+    """The node's marker if it holds `fingerprint` (None: whatever fingerprint it holds)."""
     path = marker_path(out, key)
     try:
         marker = json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    return marker if marker.get("fingerprint") == fingerprint else None
+    return marker if fingerprint is None or marker.get("fingerprint") == fingerprint else None
 
 
 def write_marker(out: Path, key: str, fingerprint: str, payload: dict) -> dict:

@@ -1,7 +1,9 @@
 """Records and the bookkeeping every step keeps: `Record`, `Drop`, `StepStats`, `QuarantineSink`.
 
 For every step, `records_in == records_out + sum(dropped) + sum(quarantined)`; the ledger
-checks this for every step, source and shard.
+checks this for every step, source and shard. Besides the counts, every dropped or quarantined record
+is a decision (source, step, id, outcome, reason, detail) that the sink keeps for auditors
+(`OUT/ledger/decisions/`).
 """
 from __future__ import annotations
 
@@ -17,15 +19,22 @@ class Record:
     source: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
-    tokens: Any = None  # numpy int32 array once tokenized
+    # token sequences this record writes, by shard suffix ("" = the source's own shards; see
+    # `curation.core.layout` for the others), set by the tokenize step
+    shards: dict[str, list] = field(default_factory=dict)
     image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
     audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
+    # encoded media files of a record that holds several, in the order its `meta` lists them: the images of an
+    # interleaved document (`meta["images"]`), the images and clips of a conversation (`meta["media"]`)
+    media: list[bytes | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """Returned by `keep`/`process` to drop a record on purpose (counted by `reason`)."""
+    """Returned by `keep`/`process` to drop a record on purpose (counted by `reason`); `detail` names the
+    evidence where there is one (the kept duplicate, the cluster, the matched benchmark item)."""
     reason: str
+    detail: str = ""
 
 
 @dataclass
@@ -54,11 +63,17 @@ class StepStats:
 
 
 class QuarantineSink:
-    """Collects quarantined records of one task; the runtime writes them out atomically."""
+    """Collects a task's quarantined records (written to `quarantine/`) and every drop and quarantine
+    decision (written to the ledger's `decisions` dataset); the runtime writes both out atomically."""
 
     def __init__(self) -> None:
         self.entries: list[dict] = []
+        self.decisions: list[tuple[str, str, str, str, str]] = []   # (step, id, outcome, reason, detail)
 
     def add(self, *, source: str, step: str, record_id: str, reason: str, detail: str, raw: str = "") -> None:
         self.entries.append({"source": source, "step": step, "id": record_id, "reason": reason,
                              "detail": detail[:500], "raw": raw[:2000]})
+        self.decisions.append((step, record_id, "quarantined", reason, detail[:500]))
+
+    def dropped(self, *, step: str, record_id: str, reason: str, detail: str = "") -> None:
+        self.decisions.append((step, record_id, "dropped", reason, detail[:500]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
@@ -84,6 +84,12 @@ class Vocabulary:
             raise RecipeError(f"{path}: text_tokenizer {v.text_tokenizer_path} not found; "
                               f"train one with `curate tokenizer train`")
         return v
+
+    @staticmethod
+    @lru_cache(maxsize=4)
+    def cached(path: str) -> "Vocabulary":
+        """One loaded vocabulary (and tokenizer) per path and process: tasks of a worker share it."""
+        return Vocabulary.load(path)
 
     @property
     def size(self) -> int:

@@ -1,12 +1,13 @@
-"""Audio duplicates across the run, found in the dedup phase (no peer tool has them).
+"""Audio duplicates across the run (no peer tool has them).
 
-Exact: clips whose 16-bit 24 kHz PCM hashes are equal (`curation.steps.audio.fingerprint.pcm_hash`, the processed
-table's `content_hash`): the same audio in another lossless file, or padded with digital silence.
-Near: clips whose spectral fingerprints (`curation.steps.audio.fingerprint`) match within the bit error rate of
-both sources' `near_dup_ber`: the same recording re-encoded, resampled or trimmed. Clusters link
-clips within and across sources; each keeps its earliest member in canonical order (recipe source
-order, shard, row) and the others are dropped as `audio_duplicate` / `audio_near_duplicate`.
-Clips that text exact dedup already removed take no part.
+Exact: clips whose 16-bit 24 kHz PCM hashes are equal (`curation.steps.audio.fingerprint.pcm_hash`, the
+processed table's `content_hash`): the same audio in another lossless file, or padded with digital
+silence. Near: clips whose spectral fingerprints (`curation.steps.audio.fingerprint`) match within the
+bit error rate of both sources' `near_dup_ber`: the same recording re-encoded, resampled or trimmed.
+Clusters link clips within and across sources; each keeps its earliest member in canonical order
+(recipe source order, shard, row) and the others are dropped as `audio_duplicate` /
+`audio_near_duplicate` under the tokenize step `exact_dedup`. Clips the exact phase already removes
+take no part. Clusters go to the ledger table `audio_clusters`.
 """
 from __future__ import annotations
 
@@ -16,23 +17,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.graph import components
+from curation.core.graph import CLUSTER_COLUMNS, cluster_row, components, groups
+from curation.core.layout import processed_path
+from curation.corpus.near import NearDuplicatePhase
 from curation.steps.audio.fingerprint import near_duplicates
 
-CLUSTERS = pa.schema([("cluster", pa.string()), ("kind", pa.string()), ("kept_source", pa.string()),
-                      ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),
-                      ("sources", pa.list_(pa.string())), ("max_ber", pa.float64())])
+CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("kind", pa.string()), *CLUSTER_COLUMNS[1:], ("max_ber", pa.float64())])
 
 
 def audio_duplicates(out: Path, shards: list[tuple[str, str]], ber: dict[str, float | None],
-                     exact_rows: list[dict]) -> tuple[list[dict], pa.Table]:
-    from curation.core.layout import processed_path
-    gone = {(r["source"], r["id"]) for r in exact_rows}
+                     gone: set) -> tuple[list[dict], pa.Table]:
+    """(drop rows, cluster table) over the audio shards; `gone`: (source, id) already removed."""
     items: list[tuple[str, str, str]] = []
     hashes, prints = [], []
     for source, shard in shards:
-        if source not in ber:
-            continue
         t = pq.read_table(processed_path(out, source, shard), columns=["id", "content_hash", "fingerprint"])
         for rid, h, fp in zip(t.column("id").to_pylist(), t.column("content_hash").to_pylist(),
                               t.column("fingerprint").to_pylist()):
@@ -57,21 +55,30 @@ def audio_duplicates(out: Path, shards: list[tuple[str, str]], ber: dict[str, fl
                 edges.append((a, b))
                 kind[(a, b)], worst[(a, b)] = "near", float(rate)
     labels = components(len(items), np.asarray(edges, dtype=np.int64).reshape(-1, 2))
-    members: dict[int, list[int]] = {}
-    for i in np.flatnonzero(labels != np.arange(len(items))).tolist():
-        members.setdefault(int(labels[i]), [int(labels[i])]).append(i)
+    names = [(s, rid) for s, _, rid in items]
     rows, clusters = [], []
-    for root, ms in sorted(members.items()):
+    for root, ms in groups(labels).items():
         ms_set = set(ms)
         es = [e for e in kind if e[0] in ms_set]
         exact_only = all(kind[e] == "exact" for e in es)
+        row = cluster_row(names, root, ms)
         for i in ms[1:]:
             rows.append({"source": items[i][0], "shard": items[i][1], "id": items[i][2],
                          "reason": "audio_duplicate" if exact_only else "audio_near_duplicate",
-                         "duplicate_of_source": items[root][0], "duplicate_of_id": items[root][2]})
-        name = lambda j: f"{items[j][0]}/{items[j][2]}"  # noqa: E731
-        clusters.append({"cluster": name(root), "kind": "exact" if exact_only else "near",
-                         "kept_source": items[root][0], "kept_id": items[root][2], "size": len(ms),
-                         "members": [name(j) for j in ms], "sources": sorted({items[j][0] for j in ms}),
+                         "detail": row["cluster"]})
+        clusters.append({**row, "kind": "exact" if exact_only else "near",
                          "max_ber": max((worst[e] for e in es), default=0.0)})
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)
+
+
+class AudioNearPhase(NearDuplicatePhase):
+    name = "audio_near"
+    modalities = ("audio",)
+    table = "audio_clusters"
+    clusters = CLUSTERS
+
+    def settings(self, recipe) -> dict:
+        return {"ber": {s.name: s.audio_settings().near_dup_ber for s in recipe.sources if self.covers(s)}}
+
+    def find(self, out: Path, shards: list[tuple[str, str]], settings: dict, gone: set):
+        return audio_duplicates(out, shards, settings["ber"], gone)

@@ -4,7 +4,9 @@ Each table is `<out>/ledger/<table>.parquet` (sorted rows, fixed schema, so the 
 writes the same bytes) and the same data as a table in `ledger.duckdb`, plus views:
 - `funnel`: per source, records read, kept and tokens,
 - `drop_reasons`: drops and quarantines by source, step and reason in one list,
-- `category_shares`: per stage and category, effective tokens and share against the target.
+- `category_shares`: per stage and category, effective tokens and share against the target,
+- `decisions`: one row per dropped or quarantined record (source, shard, id, step, outcome, reason,
+  detail: the kept copy, cluster or matched benchmark item), read in place from `decisions/`.
 """
 from __future__ import annotations
 
@@ -15,87 +17,7 @@ import pyarrow as pa
 
 from curation.core.atomic import atomic_write_parquet
 from curation.errors import CurateError
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),
-                       ("vocabulary_sha256", pa.string()), ("curate_version", pa.string()),
-                       ("stages", pa.string())]),
-    "sources": pa.schema([("run", pa.string()), ("source", pa.string()), ("source_fingerprint", pa.string()),
-                          ("modality", pa.string()), ("category", pa.string()), ("revision", pa.string()),
-                          ("license", pa.string()), ("license_class", pa.string()), ("weight", pa.float64()),
-                          ("included", pa.bool_()), ("excluded_reason", pa.string()),
-                          ("input_files", pa.int64()), ("input_bytes", pa.int64()),
-                          ("licence_decision", pa.string()), ("optout_mode", pa.string()), ("pii", pa.string()),
-                          ("acquired", pa.string()), ("fetched_sha256", pa.string())]),
-    "acquisition": pa.schema([("run", pa.string()), ("source", pa.string()), ("kind", pa.string()),
-                              ("origin", pa.string()), ("outcome", pa.string()), ("reason", pa.string()),
-                              ("items", pa.int64())]),
-    "inputs": pa.schema([("run", pa.string()), ("source", pa.string()), ("shard", pa.string()),
-                         ("path", pa.string()), ("bytes", pa.int64()), ("sha256", pa.string())]),
-    "steps": pa.schema([("run", pa.string()), ("source", pa.string()), ("position", pa.int32()),
-                        ("step", pa.string()), ("records_in", pa.int64()), ("records_out", pa.int64()),
-                        ("dropped", pa.int64()), ("quarantined", pa.int64()), ("seconds", pa.float64())]),
-    "drops": pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.string()),
-                        ("reason", pa.string()), ("records", pa.int64())]),
-    "quarantine": pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.string()),
-                             ("reason", pa.string()), ("records", pa.int64())]),
-    "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("documents", pa.int64()),
-                         ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
-                         ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
-    "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
-                         ("budget_tokens", pa.int64())]),
-    "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
-                          ("category", pa.string()), ("raw_tokens", pa.int64()), ("documents", pa.int64()),
-                          ("epochs", pa.float64()), ("effective_tokens", pa.int64()), ("share", pa.float64()),
-                          ("target_share", pa.float64()), ("max_epochs", pa.float64()),
-                          ("exhausted_at_tokens", pa.int64()), ("excluded", pa.string())]),
-    "mixture_flags": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
-                                ("kind", pa.string()), ("message", pa.string())]),
-    "buckets": pa.schema([("run", pa.string()), ("stage", pa.string()), ("bucket", pa.int32()),
-                          ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
-                          ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
-                          ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
-    "clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("kept_source", pa.string()),
-                           ("kept_id", pa.string()), ("size", pa.int64()), ("members", pa.list_(pa.string())),
-                           ("sources", pa.list_(pa.string()))]),
-    "pii": pa.schema([("run", pa.string()), ("source", pa.string()), ("kind", pa.string()),
-                      ("replaced", pa.int64())]),
-    "optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),
-                         ("records", pa.int64()), ("with_url", pa.int64()), ("removed", pa.int64()),
-                         ("allowlist_would_remove", pa.int64())]),
-    "image_clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("domain", pa.string()),
-                                 ("kept_source", pa.string()), ("kept_id", pa.string()), ("size", pa.int64()),
-                                 ("members", pa.list_(pa.string())), ("sources", pa.list_(pa.string()))]),
-    "near_duplicates": pa.schema([("run", pa.string()), ("source", pa.string()), ("id", pa.string()),
-                                  ("cluster", pa.string())]),
-    # Filled by later stages of the build-out; present (empty) so that queries and reports can rely on them.
-    "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
-                                  ("original", pa.int64()), ("flagged", pa.int64()), ("readmitted", pa.int64()),
-                                  ("removed", pa.int64()), ("final", pa.int64()), ("pct_removed", pa.float64())]),
-    "images": pa.schema([("run", pa.string()), ("source", pa.string()), ("category", pa.string()),
-                         ("domain", pa.string()), ("samples", pa.int64()), ("image_tokens", pa.int64()),
-                         ("paired_text_tokens", pa.int64()), ("caption", pa.string()), ("area", pa.int64()),
-                         ("batches", pa.int64())]),
-    "audio": pa.schema([("run", pa.string()), ("source", pa.string()), ("category", pa.string()),
-                        ("clips", pa.int64()), ("hours", pa.float64()), ("audio_codes", pa.int64()),
-                        ("audio_tokens", pa.int64()), ("paired_text_tokens", pa.int64()),
-                        ("interleaved", pa.int64()), ("transcription", pa.int64()), ("audio_only", pa.int64()),
-                        ("stage2_pool", pa.int64()), ("long_context_pool", pa.int64()), ("batches", pa.int64()),
-                        ("padding_pct", pa.float64())]),
-    "audio_clusters": pa.schema([("run", pa.string()), ("cluster", pa.string()), ("kind", pa.string()),
-                                 ("kept_source", pa.string()), ("kept_id", pa.string()), ("size", pa.int64()),
-                                 ("members", pa.list_(pa.string())), ("sources", pa.list_(pa.string())),
-                                 ("max_ber", pa.float64())]),
-    "benchmarks": pa.schema([("run", pa.string()), ("benchmark", pa.string()), ("sha256", pa.string()),
-                             ("fields", pa.string()), ("items", pa.int64()), ("unindexable", pa.int64())]),
-    # written back by `curate train` (curation.train.writeback): what a training run actually consumed
-    "consumed": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
-                           ("training", pa.string()), ("steps", pa.int64()),
-                           ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
-                           ("audio_tokens", pa.int64()), ("other_tokens", pa.int64()), ("total_tokens", pa.int64()),
-                           ("repeat_tokens", pa.int64()), ("documents", pa.int64()),
-                           ("planned_tokens", pa.int64())]),
-}
+from curation.ledger.schema import SCHEMAS
 
 VIEWS = {
     "funnel": """
@@ -132,10 +54,34 @@ def write_ledger(rows: dict[str, list[dict]], ledger_dir: Path) -> Path:
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{path}')")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
+        con.execute(f"CREATE VIEW decisions AS {decisions_view(ledger_dir)}")
     finally:
         con.close()
     os.replace(tmp, db)
     return db
+
+
+def decisions_view(ledger_dir: Path) -> str:
+    """The SQL of the `decisions` view: the per-record evidence in `decisions/`, read in place (not copied
+    into the DuckDB file; it holds a row per removed record), or an empty relation of its columns."""
+    decisions = Path(os.path.normpath(Path(ledger_dir).absolute())) / "decisions"
+    if any(decisions.glob("source=*/*.parquet")):
+        glob = str(decisions / "source=*" / "*.parquet").replace("'", "''")
+        return f"SELECT * FROM read_parquet('{glob}', hive_partitioning = true)"
+    return ("SELECT NULL::VARCHAR AS source, NULL::VARCHAR AS shard, NULL::VARCHAR AS id, NULL::VARCHAR AS step, "
+            "NULL::VARCHAR AS outcome, NULL::VARCHAR AS reason, NULL::VARCHAR AS detail WHERE false")
+
+
+def relink_decisions(ledger_dir: Path) -> None:
+    """Point `ledger.duckdb`'s `decisions` view at this folder's `decisions/` (after the output folder
+    was copied or moved: the view reads its files by absolute path)."""
+    import duckdb
+
+    con = duckdb.connect(str(ledger_dir / "ledger.duckdb"))
+    try:
+        con.execute(f"CREATE OR REPLACE VIEW decisions AS {decisions_view(ledger_dir)}")
+    finally:
+        con.close()
 
 
 def query(ledger_dir: Path, sql: str):

@@ -94,8 +94,49 @@ class LanguageFilter(FilterBase):
     model: str | None = None
 
 
+class _Classifier(FilterBase):
+    """A fastText model trained by `curate classifier train` (its card `NAME.card.json` beside it is
+    checked); `labels`: the label set it must have been trained for, the first is the scored one."""
+    model: str
+    labels: list[str] = Field(min_length=2, max_length=2)
+    batch_size: int = Field(default=256, ge=1, le=65536)
+    language_model: str | None = None  # LID when no earlier `language` filter set meta["language"]
+
+    @model_validator(mode="after")
+    def _distinct(self):
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"labels must be distinct, got {self.labels}")
+        return self
+
+
+class QualityScore(_Classifier):
+    """Score every document with a quality classifier: meta[field] = P(labels[0]); drops nothing."""
+    type: Literal["quality"]
+    field: str = Field(default="quality_score", min_length=1)
+    labels: list[str] = Field(default=["hq", "lq"], min_length=2, max_length=2)
+
+
+class Toxicity(_Classifier):
+    """Drop documents (reason `toxic`) with P(labels[0]) >= the threshold of their language: one number,
+    or a map `{en: 0.4, de: 0.6, default: 0.5}` (`default` required)."""
+    type: Literal["toxicity"]
+    threshold: float | dict[str, float] = 0.5
+    field: str | None = "toxicity_score"   # also keep the score in the metadata (null: do not)
+    labels: list[str] = Field(default=["toxic", "clean"], min_length=2, max_length=2)
+
+    @model_validator(mode="after")
+    def _thresholds(self):
+        t = self.threshold if isinstance(self.threshold, dict) else {"default": self.threshold}
+        if "default" not in t:
+            raise ValueError(f"a per-language threshold map needs a `default` entry, got {sorted(t)}")
+        bad = {k: v for k, v in t.items() if not 0 <= v <= 1}
+        if bad:
+            raise ValueError(f"thresholds must lie in [0, 1], got {bad}")
+        return self
+
+
 FilterConfig = Annotated[
     Union[LengthFilter, GopherQualityFilter, GopherRepetitionFilter, C4QualityFilter,
-          FineWebQualityFilter, LanguageFilter],
+          FineWebQualityFilter, LanguageFilter, QualityScore, Toxicity],
     Field(discriminator="type"),
 ]

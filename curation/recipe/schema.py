@@ -19,11 +19,19 @@ Example (the demo recipe, abbreviated):
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
+from curation.recipe.compliance import (  # noqa: F401 - part of the schema
+    PII,
+    Constituents,
+    LicenceClass,
+    LicencePolicy,
+    OptOut,
+    missing_licence,
+)
 from curation.recipe.filters import (  # noqa: F401 - part of the schema
     C4QualityFilter,
     FilterBase,
@@ -35,8 +43,24 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
-from curation.recipe.modalities import Audio, Images, Reasoning
-from curation.recipe.stages import Ablation, HeldOut, LongContext, MixtureEntry, Stage  # noqa: F401 - part of the schema
+from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
+from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
+from curation.recipe.modalities import (  # noqa: F401
+    Audio,
+    Conversations,
+    Images,
+    Interleaved,
+    Reasoning,
+    check_media_settings,
+)
+from curation.recipe.selection import Select, check_scores, check_select
+from curation.recipe.stages import (  # noqa: F401 - part of the schema
+    Ablation,
+    HeldOut,
+    LongContext,
+    MixtureEntry,
+    Stage,
+)
 
 
 class Normalize(Strict):
@@ -45,69 +69,22 @@ class Normalize(Strict):
     ftfy: bool = True
 
 
-class Input(Strict):
-    # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
-    # manifest of clips (see `Audio`), for `modality: audio`
-    format: Literal["jsonl", "parquet", "webdataset", "audio"] = "jsonl"
-    # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
-    paths: list[str] = Field(min_length=1)
-    text_field: str = "text"          # for image sources: the caption field (optional)
-    id_field: str | None = None
-    metadata_fields: list[str] = []
-    image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
-    # SFT conversations: keep turns and roles into the shards (role markers; `curation.steps.text.turns`), so a
-    # trainer can train on assistant turns only; otherwise turns are joined as plain text
-    turn_roles: bool = False
-
-
-LicenceClass = Literal["permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown"]
-
-
-class PII(Strict):
-    """Replace personal data in the text (counted per kind in the ledger table `pii`)."""
-    kinds: list[Literal["email", "ip", "iban", "phone"]] = ["email", "ip", "iban", "phone"]
-
-
-class Constituents(Strict):
-    """A composite collection: keep only records whose `field` names an approved constituent."""
-    field: str
-    approved: list[str] = Field(min_length=1)
-
-
-class Acquire(Strict):
-    """Bring a source into `<out>/raw/<source>/` before it is read (see `curation.acquire.sources`).
-
-    `archive`: a tar/zip file, extracted safely. `fsspec`: files matching an fsspec URL glob
-    (`file://`, `memory://`, `s3://...` with its package installed), copied. `urls`: a URL list
-    (`.txt`, one per line, or `.jsonl` with `url_field` and metadata), downloaded behind the network
-    guard; text sources get `documents.jsonl` (HTML reduced to text with trafilatura), image sources
-    WebDataset tars `images-NNNNN.tar`. `image_folder`: a local folder of images (sidecar `.txt`
-    captions, `.json` fields) packed into those tars. `audio_folder`: a local folder of audio files
-    (sidecar `.txt` transcripts) copied with a clip manifest `clips.jsonl`."""
-    kind: Literal["archive", "fsspec", "urls", "image_folder", "audio_folder"]
-    path: str
-    url_field: str = "url"
-    timeout_s: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    per_host: int = Field(default=2, ge=1)
-    host_interval_s: float = Field(default=0.0, ge=0)
-    workers: int = Field(default=8, ge=1, le=256)
-    max_bytes: int = Field(default=64 * 2**20, ge=1)
-    max_archive_bytes: int = Field(default=20 * 2**30, ge=1)
-
-
 class Source(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     input: Input
     acquire: Acquire | None = None
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
-    # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
-    modality: Literal["text", "image", "audio"] = "text"
-    license: str = "unknown"          # SPDX id or free text
+    # modality in the per-stage modality table (Apertus 1.5 Table 3; interleaved documents count as vision data).
+    modality: Literal["text", "image", "audio", "interleaved"] = "text"
+    # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
+    # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
+    license: str | None = Field(default=None, min_length=1, max_length=2000)
     license_class: LicenceClass | None = None  # default: derived from `license`
-    licence_field: str | None = None  # a metadata field with each record's own licence (overrides the source's)
+    # a metadata field (listed in input.metadata_fields; `a.b` reaches into an object) holding each
+    # record's own licence: a string, a list, or an object (see curation.steps.compliance.licence_fields).
+    # It overrides the source's licence; a record without it keeps the source's.
+    licence_field: str | None = Field(default=None, min_length=1)
     constituents: Constituents | None = None
     # robots.txt opt-out: `page_url` checks each record's `url_field`; `not_available` records that the
     # source keeps no page URL (only an image host, or another dataset's name) so it cannot be applied
@@ -116,12 +93,18 @@ class Source(Strict):
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
+    interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
-    weight: float = Field(default=1.0, ge=0)
-    max_epochs: float = Field(default=4.0, ge=0)  # allowed repetition; the planner flags more
+    # a run fails when more of this source's input units than this share are quarantined, or when the
+    # source keeps nothing (unless the licence policy excluded it, or `allow_empty`): never a quiet pass
+    max_quarantine_share: float = Field(default=0.5, ge=0, le=1)
+    allow_empty: bool = False
+    weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT)
+    max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
+    select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
 
     def image_settings(self) -> Images:
         return self.images or Images()
@@ -129,10 +112,34 @@ class Source(Strict):
     def audio_settings(self) -> Audio:
         return self.audio or Audio()
 
+    def interleaved_settings(self) -> Interleaved:
+        return self.interleaved or Interleaved()
+
+    @field_validator("license")
+    @classmethod
+    def _licence_text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is blank; give an SPDX id (`CC-BY-4.0`), a licence URL or the licence text")
+        return value
+
+    @model_validator(mode="after")
+    def _licence_field_is_read(self):
+        if self.licence_field is not None and self.licence_field not in self.input.metadata_fields \
+                and self.licence_field.split(".")[0] not in self.input.metadata_fields:
+            raise ValueError(f"licence_field {self.licence_field!r} is never read: add "
+                             f"{self.licence_field.split('.')[0]!r} to input.metadata_fields")
+        return self
+
+    @model_validator(mode="after")
+    def _selection(self):
+        check_select(self)   # a score it writes, a language it has (`curation.recipe.selection`)
+        return self
+
     @model_validator(mode="after")
     def _image_source(self):
-        if self.input.format == "webdataset" and self.modality != "image":
-            raise ValueError("`input.format: webdataset` holds image samples: set `modality: image`")
+        if self.input.format == "webdataset" and self.modality not in ("image", "interleaved"):
+            raise ValueError("`input.format: webdataset` holds image samples or interleaved documents: set "
+                             "`modality: image` or `modality: interleaved`")
         if self.modality == "image" and not (self.input.format == "webdataset" or
                                              (self.input.format == "parquet" and self.input.image_field)):
             raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
@@ -141,6 +148,8 @@ class Source(Strict):
                 self.modality != "image" or self.input.format != "webdataset"):
             raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
                              "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
+        if self.input.format in ("warc", "html") and self.modality != "text":
+            raise ValueError(f"`input.format: {self.input.format}` yields text documents: use `modality: text`")
         if (self.input.format == "audio") != (self.modality == "audio"):
             raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
                              "`input: {format: audio, paths: [manifest.jsonl]}`")
@@ -153,6 +162,11 @@ class Source(Strict):
             raise ValueError("audio sources take `audio:` settings, not text `filters`")
         if self.modality == "image" and self.filters:
             raise ValueError("image sources take `images:` settings, not text `filters`")
+        return self
+
+    @model_validator(mode="after")
+    def _media_settings(self):
+        check_media_settings(self)
         return self
 
 
@@ -169,23 +183,29 @@ class MinHashDedup(Strict):
     """Near-duplicate removal with MinHash-LSH (see `curation.steps.text.minhash`); defaults as datatrove's.
 
     Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
-    `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
-    source order, then shard order, then position in its shard is kept."""
-    ngram: int = Field(default=5, ge=1)
-    bands: int = Field(default=14, ge=1)
-    rows: int = Field(default=8, ge=1)
+    `bands` and `rows` directly. Survivor rule (`keep`): `earliest` keeps the cluster's document
+    earliest in recipe source order, then shard order, then position in its shard; `highest_quality`
+    the one with the highest `score_field` (a metadata field every text source scores), then earliest."""
+    ngram: int = Field(default=5, ge=1, le=64)
+    bands: int = Field(default=14, ge=1, le=MAX_PERMUTATIONS)
+    rows: int = Field(default=8, ge=1, le=MAX_PERMUTATIONS)
     threshold: float | None = Field(default=None, gt=0, lt=1)
     scope: Literal["source", "global"] = "global"
-    seed: int = 1
+    seed: int = Field(default=1, ge=0, le=MAX_SEED)
     # hash partitions per band: each band task holds 1/partitions of one band column (raise for big corpora)
     partitions: int = Field(default=1, ge=1, le=4096)
     language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
     index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
+    keep: Literal["earliest", "highest_quality"] = "earliest"
+    score_field: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _threshold_or_bands(self):
         if self.threshold is not None and {"bands", "rows"} & self.model_fields_set:
             raise ValueError("give either threshold or bands and rows, not both")
+        if self.bands * self.rows > MAX_PERMUTATIONS:
+            raise ValueError(f"bands × rows = {self.bands * self.rows} permutations, more than {MAX_PERMUTATIONS} "
+                             f"(datatrove uses 14 × 8 = 112)")
         return self
 
     def lsh(self) -> tuple[int, int]:
@@ -198,22 +218,16 @@ class Dedup(Strict):
     minhash: MinHashDedup | None = None
 
 
-class LicencePolicy(Strict):
-    """Licence classes whose records are excluded (Apertus 1.5 §3.1.1 defaults)."""
-    exclude: list[LicenceClass] = ["non-commercial", "research-only", "share-alike", "no-derivatives"]
-
-
-class OptOut(Strict):
-    """Retroactive robots.txt opt-out: a domain that disallows any of `agents` in any snapshot is excluded."""
-    snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.steps.compliance.optout)
-    agents: list[str] | None = None  # default: curation.steps.compliance.optout.DEFAULT_AGENTS
-
-
 class ThreatFeed(Strict):
-    """A feed file, or a URL fetched once per run (scheme and resolution checked like any download)."""
+    """A feed file, or a URL fetched once per run (scheme and resolution checked like any download).
+    `format: auto` (the default) detects the format from the content and prints it; a feed that
+    reads as (almost) nothing in its format is an error (see `curation.acquire.feeds`).
+    `min_entry_share`: the share of its rule lines that must block something."""
     path: str | None = None
     url: str | None = None
-    format: Literal["firehol", "spamhaus", "urlhaus", "hosts"]
+    format: Literal["auto", "netset", "spamhaus_json", "hosts", "domains", "adblock", "unbound", "rpz", "dnsmasq",
+                    "urlhaus", "urlhaus_csv", "firehol", "spamhaus"] = "auto"  # = netguard.FEED_FORMATS
+    min_entry_share: float = Field(0.5, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _one_origin(self):
@@ -251,8 +265,9 @@ class Decontamination(Strict):
     # training images within their domain's pHash radius of a benchmark image are removed; low-entropy
     # domains (satellite, medical, charts, documents) match only on equal hashes
     image_benchmarks: list[ImageBenchmark] = []
-    image_radii: dict[str, int] = {"natural": 4, "satellite": 0, "medical": 0, "charts": 0, "documents": 0}
-    ngram: int = Field(default=13, ge=1)
+    image_radii: dict[str, Annotated[int, Field(ge=0, le=64)]] = {
+        "natural": 4, "satellite": 0, "medical": 0, "charts": 0, "documents": 0}
+    ngram: int = Field(default=13, ge=1, le=64)
     threshold: float = Field(default=0.5, gt=0, le=1)
     max_removal_rate: float = Field(default=0.2, ge=0, le=1)
     acknowledge: list[str] = []
@@ -280,10 +295,14 @@ class Recipe(Strict):
     # the image codec: a seeded configuration (tokenizers/curate-demo-ibq.yaml) or a checkpoint folder
     image_tokenizer: str | None = None
     # pHash near-duplicate radius per image domain (default 0: equal hashes); null disables the domain
-    image_dedup: dict[str, int | None] = {"documents": None, "ocr": None, "web_ui": None}
+    image_dedup: dict[str, Annotated[int, Field(ge=0, le=64)] | None] = {"documents": None, "ocr": None,
+                                                                         "web_ui": None}
     # the audio codec: a seeded configuration (tokenizers/curate-demo-wavtokenizer.yaml) or a checkpoint
     audio_tokenizer: str | None = None
-    tokenize_batch_size: int = Field(default=256, ge=1)
+    # one row per dropped or quarantined record (source, shard, id, step, reason, evidence) in
+    # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
+    decisions: bool = True
+    tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
@@ -291,6 +310,8 @@ class Recipe(Strict):
     def _unique_sources(cls, sources: list[Source]) -> list[Source]:
         seen: set[str] = set()
         for s in sources:
+            if s.license is None:
+                raise ValueError(missing_licence(s.name))
             if s.name in seen:
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
@@ -334,4 +355,5 @@ class Recipe(Strict):
                     raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
             if unknown := sorted({h.source for h in ab.heldout} - names):
                 raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+        check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources
         return self

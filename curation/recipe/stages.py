@@ -1,18 +1,25 @@
 """Training stages in a recipe: budgets, per-source mixture entries, category targets, long-context buckets."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
+from curation.recipe.limits import (
+    MAX_EPOCHS,
+    MAX_SEED,
+    MAX_SEQ_LENGTH,
+    MAX_TOKENS,
+    MAX_WEIGHT,
+)
 
 
 class MixtureEntry(Strict):
     """How one source enters one stage: a blending weight or a fixed epoch count (0 = excluded)."""
-    weight: float | None = Field(default=None, ge=0)
-    epochs: float | None = Field(default=None, ge=0)
-    max_epochs: float | None = Field(default=None, ge=0)  # overrides the source's max_epochs here
+    weight: float | None = Field(default=None, ge=0, le=MAX_WEIGHT)
+    epochs: float | None = Field(default=None, ge=0, le=MAX_EPOCHS)
+    max_epochs: float | None = Field(default=None, ge=0, le=MAX_EPOCHS)  # overrides the source's max_epochs here
 
     @model_validator(mode="after")
     def _one_of(self):
@@ -23,8 +30,8 @@ class MixtureEntry(Strict):
 
 class LongContext(Strict):
     """Length buckets for a long-context stage (see `curation.mixture.longcontext`)."""
-    buckets: list[int] = Field(min_length=1)          # ascending upper bounds of document length, in tokens
-    targets: list[int] = Field(min_length=1)          # tokens wanted per bucket
+    buckets: list[int] = Field(min_length=1, max_length=64)  # ascending upper bounds of document length, in tokens
+    targets: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(min_length=1, max_length=64)  # tokens per bucket
     priority: list[str] = Field(min_length=1)         # sources in the order they fill each bucket
     top_up: list[str] = []                            # sources whose shorter documents fill a shortfall
 
@@ -42,8 +49,8 @@ class LongContext(Strict):
 class Goldfish(Strict):
     """Goldfish loss (Apertus 1.5 §3.2): drop a target when a hash of the `h` labels ending at it falls
     in 1/`k` of the hash space; the same context always drops the same way. Special tokens are exempt."""
-    k: int = Field(default=50, ge=2)
-    h: int = Field(default=50, ge=1)
+    k: int = Field(default=50, ge=2, le=2**20)
+    h: int = Field(default=50, ge=1, le=4096)
 
 
 class Stage(Strict):
@@ -54,8 +61,8 @@ class Stage(Strict):
     budget in proportion to their weights. A source missing from `mixture` keeps a zero-epoch row.
     """
     name: str = Field(pattern=NAME_PATTERN)
-    seq_length: int = Field(default=4096, ge=16)
-    budget_tokens: int | None = Field(default=None, ge=1)
+    seq_length: int = Field(default=4096, ge=16, le=MAX_SEQ_LENGTH)
+    budget_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)  # MAX_TOKENS = 2^53
     mixture: dict[str, MixtureEntry] | None = None
     category_targets: dict[str, float] = {}
     long_context: LongContext | None = None
@@ -63,6 +70,11 @@ class Stage(Strict):
     # stages); default: all in the recipe's first stage, text afterwards. Task-control markers never.
     targets: Literal["all", "text"] | None = None
     goldfish: Goldfish | None = None
+    # conversations' thinking spans (inner_prefix .. inner_suffix): targets, or context the model conditions on
+    thinking: Literal["train", "mask"] = "train"
+    # sources with `reasoning:` enter this stage as written (`keep`) or through their copy without the
+    # reasoning spans (`strip`: the `<source>.no_reasoning` shards, planned on that copy's own tokens)
+    reasoning: Literal["keep", "strip"] = "keep"
 
     @model_validator(mode="after")
     def _long_context(self):
@@ -92,7 +104,7 @@ class HeldOut(Strict):
     kept out of every candidate's training plan; scored in bits per byte."""
     name: str = Field(pattern=NAME_PATTERN)
     source: str
-    documents: int = Field(default=8, ge=1)
+    documents: int = Field(default=8, ge=1, le=100_000)
 
 
 class Ablation(Strict):
@@ -102,7 +114,7 @@ class Ablation(Strict):
     stage: str
     candidates: dict[str, dict[str, MixtureEntry]] = Field(min_length=2)
     heldout: list[HeldOut] = Field(min_length=1)
-    steps: int = Field(default=60, ge=1)
-    batch_size: int = Field(default=4, ge=1)
-    seq_length: int = Field(default=256, ge=16)
-    seed: int = 0
+    steps: int = Field(default=60, ge=1, le=1_000_000)
+    batch_size: int = Field(default=4, ge=1, le=4096)
+    seq_length: int = Field(default=256, ge=16, le=65536)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)

@@ -1,17 +1,21 @@
-"""Ray: an embedded local instance on loopback by default, or a cluster given by address.
+"""The Ray executor: an embedded local instance on loopback by default, or a cluster given by address.
 
 The embedded instance binds every Ray process to 127.0.0.1 with the dashboard off: Ray's
 ports have no authentication, so an embedded run must never listen on a public interface
-(see FIELD-NOTES.md). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight.
+(see FIELD-NOTES.md). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight. Tasks are
+`curation.runtime.node.run_node` calls; the results are byte-identical to the local executor's.
 """
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from curation.errors import CurateError
+from curation.runtime import cluster
+from curation.runtime.progress import Bar
 
 
 def _loopback_env() -> None:
@@ -20,27 +24,38 @@ def _loopback_env() -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
-class RayRuntime:
-    def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True):
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True,
+                 out: Path | None = None, inputs: Sequence[Path] = ()):
+        """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry)."""
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.progress = progress
+        self.out, self.inputs = out, inputs
         self._started = False
 
-    def __enter__(self) -> "RayRuntime":
-        _loopback_env()
+    def __enter__(self) -> "RayExecutor":
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not self.address:
+            _loopback_env()   # before Ray reads it; only embedded: a cluster driver must not hide on loopback
         import ray
         self.ray = ray
         if ray.is_initialized():
             self._started = False
         elif self.address:
-            try:
-                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False,
-                         _node_ip_address="127.0.0.1" if self.address.startswith(("127.", "localhost")) else None)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise CurateError(f"cannot join the Ray cluster at {self.address}: {e}; check that "
-                                  f"`ray start --head` runs there and the address is right") from None
+            cluster.connect(self.address)   # token auth; errors name the cause
             self._started = True
+            if self.out is not None:
+                try:
+                    nodes = cluster.check_nodes(self.out, self.inputs)
+                except BaseException:
+                    ray.shutdown()
+                    raise
+                if self.progress:
+                    print(f"cluster: {len(nodes)} node(s) checked: curate, libraries, {self.out} and "
+                          f"{len(self.inputs)} input(s)", file=sys.stderr)
         else:
             ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
                      _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False,
@@ -60,7 +75,7 @@ class RayRuntime:
         pending: dict[Any, str] = {}
         results: dict[str, Any] = {}
         queue = list(calls)
-        bar = _Bar(label, len(queue), self.progress)
+        bar = Bar(label, len(queue), self.progress)
         try:
             while queue or pending:
                 while queue and len(pending) < self.slots:
@@ -82,35 +97,3 @@ class RayRuntime:
         finally:
             bar.close()
         return results
-
-
-class _Bar:
-    """A rich progress bar on a terminal; one summary line per phase otherwise."""
-
-    def __init__(self, label: str, total: int, enabled: bool):
-        self.label, self.total, self.done = label, total, 0
-        self._progress = None
-        if enabled and sys.stderr.isatty():
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-            self._progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task(label, total=total)
-        self.enabled = enabled
-
-    def advance(self, key: str) -> None:
-        self.done += 1
-        if self._progress:
-            self._progress.update(self._task, advance=1)
-
-    def close(self) -> None:
-        if self._progress:
-            self._progress.stop()
-        elif self.enabled and self.total:
-            print(f"{self.label}: {self.done}/{self.total} tasks", file=sys.stderr)

@@ -10,7 +10,7 @@ from curation.errors import ConservationError
 from curation.shards.indexed import read_index
 
 IMAGE_MARKERS = {"image_start", "image_size_end", "end_of_row", "image_end", "end_of_frame"}
-AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech"}
+AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech", "speech_translate"}
 
 
 def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[str, int]) -> dict[str, int]:

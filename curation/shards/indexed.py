@@ -19,7 +19,6 @@ complete. Tests read these files back with megatron-core itself.
 """
 from __future__ import annotations
 
-import json
 import os
 import struct
 from pathlib import Path
@@ -56,76 +55,27 @@ class IndexedWriter:
         self._bin_tmp.unlink(missing_ok=True)
 
 
-class ResumableWriter(IndexedWriter):
-    """An indexed-dataset writer that checkpoints after every batch, so a killed task resumes.
-
-    `add_batch` appends a batch's sequences to `<prefix>.bin.tmp`, syncs it, then atomically
-    rewrites `<prefix>.ckpt.json` (batches done, bytes, lengths, and the caller's `extra` state).
-    A new writer with the same `fingerprint` truncates the `.tmp` to the last checkpoint (bytes of
-    a batch that was being written when the task died are discarded) and reports `batches_done`;
-    any other fingerprint, or a checkpoint that does not match the file, starts over.
-    """
-
-    def __init__(self, prefix: Path, fingerprint: str, dtype=np.int32):
-        self.prefix, self.dtype, self.fingerprint = Path(prefix), np.dtype(dtype), fingerprint
-        self.prefix.parent.mkdir(parents=True, exist_ok=True)
-        self._bin_tmp = Path(f"{prefix}.bin.tmp")
-        self._ckpt = Path(f"{prefix}.ckpt.json")
-        state = self._resumable_state()
-        self.batches_done, self.extra = state["batches"], state["extra"]
-        self.lengths = list(state["lengths"])
-        self._bin = open(self._bin_tmp, "r+b" if state["batches"] else "wb")
-        self._bin.truncate(state["bin_bytes"])
-        self._bin.seek(0, os.SEEK_END)
-
-    def _resumable_state(self) -> dict:
-        fresh = {"batches": 0, "bin_bytes": 0, "lengths": [], "extra": {}}
-        try:
-            state = json.loads(self._ckpt.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return fresh
-        ok = (state.get("fingerprint") == self.fingerprint and self._bin_tmp.exists()
-              and self._bin_tmp.stat().st_size >= state["bin_bytes"]
-              and sum(state["lengths"]) * self.dtype.itemsize == state["bin_bytes"])
-        return state if ok else fresh
-
-    def add_batch(self, sequences: list[np.ndarray], extra: dict) -> None:
-        for seq in sequences:
-            self.add(seq)
-        self._bin.flush()
-        os.fsync(self._bin.fileno())
-        self.batches_done += 1
-        self.extra = extra
-        tmp = Path(f"{self._ckpt}.tmp")
-        tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "batches": self.batches_done,
-                                   "bin_bytes": self._bin.tell(), "lengths": self.lengths, "extra": extra}))
-        os.replace(tmp, self._ckpt)
-
-    def close(self) -> None:
-        super().close()
-        self._ckpt.unlink(missing_ok=True)
-
-    def abort(self) -> None:
-        """Stop writing but keep the last checkpoint, so the next run resumes from it."""
-        self._bin.close()
-
-
-def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype) -> None:
+def index_parts(lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> list:
+    """The byte blocks of an `.idx`, in order; `pointers` (byte offsets into `.bin`) default to the sequences
+    back to back. Given explicitly, an index can list sequences of an existing `.bin` in any order and
+    repeat them (`curation.mixture.megatron`)."""
     lengths = np.asarray(lengths, dtype=np.int32)
-    pointers = np.zeros(len(lengths), dtype=np.int64)
-    if len(lengths) > 1:
-        np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    if pointers is None:
+        pointers = np.zeros(len(lengths), dtype=np.int64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    pointers = np.asarray(pointers, dtype=np.int64)
+    if pointers.shape != lengths.shape:
+        raise ValueError(f"{pointers.size} pointers for {lengths.size} sequences")
     doc_idx = np.arange(len(lengths) + 1, dtype=np.int64)
+    return [MAGIC, struct.pack("<Q", VERSION), struct.pack("<B", DTYPE_CODES[np.dtype(dtype)]),
+            struct.pack("<Q", len(lengths)), struct.pack("<Q", len(doc_idx)), lengths, pointers, doc_idx]
+
+
+def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> None:
     tmp = Path(f"{path}.tmp")
     with open(tmp, "wb") as f:
-        f.write(MAGIC)
-        f.write(struct.pack("<Q", VERSION))
-        f.write(struct.pack("<B", DTYPE_CODES[np.dtype(dtype)]))
-        f.write(struct.pack("<Q", len(lengths)))
-        f.write(struct.pack("<Q", len(doc_idx)))
-        f.write(lengths.tobytes())
-        f.write(pointers.tobytes())
-        f.write(doc_idx.tobytes())
+        f.writelines(index_parts(lengths, dtype, pointers))
     os.replace(tmp, path)
 
 

@@ -1,62 +1,67 @@
-"""Exact (content-hash) and URL dedup in two phases joined by a file on disk.
+"""Drop lists: what a corpus-wide phase removes from one shard, each with its reason.
 
-1. While processing, every surviving record gets `content_hash` = BLAKE2b-128 of its
-   normalised text (stored in the processed shard).
-2. `resolve_duplicates` reads only the hash (and URL) columns of all processed shards, in a
-   fixed order (recipe source order, then shard, then row), and marks every later copy of a
-   hash as a duplicate of the first (`exact_duplicate`); with a URL field, every later record
-   with the same normalised URL is a re-crawl of the first (`url_duplicate`). With
-   `scope: source` the first copy is looked for within the same source only. The order never
-   depends on worker count or task timing.
-3. `ExactDedup` drops the marked rows in each shard, each with its reason.
+A phase writes one file per shard it covers (`curation.core.layout.drops_path`: columns `id`, `reason`,
+`detail` (the evidence: the kept copy, the cluster, the matched benchmark item) and `image`, always
+written, possibly empty); that shard's tokenize task drops exactly those ids with `DropListed`, so
+removal is by (source, shard, id) and can never take anything else with it. A row whose `image` is set
+removes only that image (its index in the record's `meta["images"]`) from a record that holds several
+(an interleaved document): the record stays, and `DropListed` notes the images to remove in
+`meta["drop_images"]` for the record's encoder, which removes them and counts them by reason. A
+tokenize task's fingerprint can cover its own slice (the file's sha256) rather than the whole phase.
 """
 from __future__ import annotations
 
-import hashlib
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation.core.atomic import atomic_write_parquet
 from curation.core.record import Drop, Record
 from curation.steps.base import Filter
 
+SCHEMA = pa.schema([("id", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+                    ("image", pa.int32())])
+IMAGE = "image"   # first element of the key of a per-image row in `read_drops`: ("image", id, index)
 
-def content_hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+def write_drops(path: Path, rows: list[tuple]) -> None:
+    """(id, reason, detail) triples, or (id, reason, detail, image index) for one image of a record, in
+    the order the phase found them."""
+    atomic_write_parquet(path, pa.table({"id": [r[0] for r in rows], "reason": [r[1] for r in rows],
+                                         "detail": [r[2] or "" for r in rows],
+                                         "image": [r[3] if len(r) > 3 else None for r in rows]}, schema=SCHEMA))
 
 
-def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]],
-                       scope: str) -> list[dict]:
-    """`shards`: (source, shard_id, hashes, ids, urls) in canonical order -> one row per duplicate.
-
-    `urls` holds normalised URLs (None where a record has none); content equality is checked first."""
-    first: dict = {}
-    dups = []
-    for source, shard, hashes, ids, urls in shards:
-        for h, rid, url in zip(hashes, ids, urls):
-            keys = [("exact_duplicate", h)] + ([("url_duplicate", url)] if url else [])
-            if scope == "source":
-                keys = [(source, *k) for k in keys]
-            hit = next((k for k in keys if k in first), None)
-            if hit is not None:
-                keep_source, keep_id = first[hit]
-                dups.append({"source": source, "shard": shard, "id": rid, "reason": hit[-2],
-                             "duplicate_of_source": keep_source, "duplicate_of_id": keep_id})
-            else:
-                for k in keys:
-                    first[k] = (source, rid)
-    return dups
+def read_drops(path: Path) -> dict:
+    """id -> (reason, detail) for whole records, and ("image", id, index) -> (reason, detail) for single
+    images. The keys of both kinds never collide, so drop lists of several phases merge with `dict.update`."""
+    t = pq.read_table(path)
+    return {(rid if k is None else (IMAGE, rid, int(k))): (reason, detail)
+            for rid, reason, detail, k in zip(t.column("id").to_pylist(), t.column("reason").to_pylist(),
+                                              t.column("detail").to_pylist(), t.column("image").to_pylist())}
 
 
 class DropListed(Filter):
-    """Drops the records a dedup phase listed, each with its reason (id -> reason)."""
+    """Drops the records a phase listed, each with its reason and evidence (id -> (reason, detail)); images
+    listed one by one (`("image", id, index) -> (reason, detail)`) are noted in the record's
+    `meta["drop_images"]` ({index: reason})."""
 
-    def __init__(self, name: str, reasons: dict[str, str], **kw):
+    def __init__(self, name: str, reasons: dict, **kw):
         self.name = name
         super().__init__(**kw)
-        self.reasons = reasons
+        def pair(v):
+            return v if isinstance(v, tuple) else (v, "")
+        self.reasons = {k: pair(v) for k, v in reasons.items() if isinstance(k, str)}
+        self.images: dict[str, dict[str, str]] = {}
+        for k, v in reasons.items():
+            if not isinstance(k, str):
+                self.images.setdefault(k[1], {})[str(k[2])] = pair(v)[0]   # str keys: meta stays JSON-able
 
     def keep(self, record: Record) -> bool | Drop:
-        reason = self.reasons.get(record.id)
-        return Drop(reason) if reason else True
-
-
-def ExactDedup(reasons: dict[str, str], **kw) -> DropListed:  # noqa: N802 - reads as a step type
-    return DropListed("exact_dedup", reasons, **kw)
+        listed = self.reasons.get(record.id)
+        if listed:
+            return Drop(*listed)
+        if record.id in self.images:
+            record.meta.setdefault("drop_images", {}).update(self.images[record.id])
+        return True

@@ -1,29 +1,22 @@
-"""The closed registry of filter types a recipe may name (`type:` in `filters:`).
+"""The closed registries a recipe selects from: modalities (`modality:`) and, per modality, its steps.
 
-Adding a step type means adding its config model to `recipe/schema.py` and its class here;
-a recipe can never reach anything else.
+Adding a modality is one folder under `steps/` with a `modality.py` and one line here; adding a
+filter type is its config model in `curation/recipe/filters.py` and its class in the text
+modality's `FILTERS`. A recipe can never reach anything else (it never imports code).
 """
 from __future__ import annotations
 
-from pathlib import Path
+from curation.steps.audio.modality import AUDIO
+from curation.steps.compliance.optout import RobotsOptOut
+from curation.steps.image.modality import IMAGE
+from curation.steps.image.read import ImageCheck
+from curation.steps.interleaved.modality import INTERLEAVED
+from curation.steps.modality import Modality
+from curation.steps.text.modality import TEXT
+from curation.steps.text.pii import PIIRedactor
+from curation.steps.text.quality import ToxicityStep
 
-from curation.core.record import QuarantineSink
-from curation.recipe import schema
-from curation.steps.base import Step
-from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
+MODALITIES: dict[str, Modality] = {m.name: m for m in (TEXT, IMAGE, AUDIO, INTERLEAVED)}
 
-FILTERS: dict[type, type[Step]] = {
-    schema.LengthFilter: LengthFilter,
-    schema.GopherQualityFilter: DatatroveFilter,
-    schema.GopherRepetitionFilter: DatatroveFilter,
-    schema.C4QualityFilter: DatatroveFilter,
-    schema.FineWebQualityFilter: DatatroveFilter,
-    schema.LanguageFilter: LanguageFilter,
-}
-
-
-def build_filter(cfg, *, source: str, sink: QuarantineSink, base_dir: Path) -> Step:
-    cls = FILTERS[type(cfg)]
-    if cls is LanguageFilter:
-        return cls(cfg, source=source, sink=sink, base_dir=base_dir)
-    return cls(cfg, source=source, sink=sink)
+# steps that contribute ledger tables (`ledger_tables`, `ledger_rows(run, source, summed stats)`)
+LEDGER_STEPS = (PIIRedactor, RobotsOptOut, ToxicityStep, ImageCheck)

@@ -31,6 +31,9 @@ class Batch:
     tokens: np.ndarray     # (B, T+1) int64
     doc: np.ndarray        # (B, T+1) int64: document number within the row (0, 1, ...)
     source: np.ndarray     # (B, T+1) int64: index into ManifestData.names
+    # per row: the tokens of its first document before the row (empty when the row starts a document), so a
+    # loss mask that depends on earlier markers (conversations, `curation.train.chat_mask`) sees its state
+    lead: list = field(default_factory=list)
 
 
 @dataclass
@@ -110,12 +113,15 @@ class ManifestData:
         tokens = np.empty((batch_size, width), dtype=np.int64)
         doc = np.empty_like(tokens)
         source = np.empty_like(tokens)
+        lead = []
         for row in range(batch_size):
             filled, number = 0, 0
             while filled < width:
                 s, d = int(self.order_source[self.cursor]), int(self.order_doc[self.cursor])
                 start, length = int(self._pointers[s][d]), int(self._lengths[s][d])
                 take = min(length - self.offset, width - filled)
+                if filled == 0:
+                    lead.append(self._tokens[s][start:start + self.offset])
                 piece = np.asarray(self._tokens[s][start + self.offset:start + self.offset + take])
                 tokens[row, filled:filled + take] = piece
                 doc[row, filled:filled + take] = number
@@ -131,7 +137,7 @@ class ManifestData:
                     self.cursor, self.offset = self.cursor + 1, 0
                     if self.cursor == self.order_doc.size:   # the stage's plan is used up: start it again
                         self.cursor, self.passes = 0, self.passes + 1
-        return Batch(tokens, doc, source)
+        return Batch(tokens, doc, source, lead)
 
     def state_dict(self) -> dict:
         """Plain values and NumPy arrays (the checkpoint stores the arrays as tensors)."""

@@ -7,7 +7,9 @@
    cross-document masking. The embedding covers the whole padded vocabulary; the output head only
    the ids the stage can target (`head_ids`): the text tokenizer's, plus markers and the codes the
    image/audio shards use when the stage trains on all modalities.
-4. Targets: `TargetRules` (stage targets, no task-control markers, Goldfish when the stage asks).
+4. Targets: `TargetRules` (stage targets, no task-control markers, Goldfish when the stage asks), and in
+   conversations the mask the chat template's markers define (`curation.train.chat_mask`), each row
+   starting in the state its document's earlier tokens leave.
 5. Schedule: warmup-stable-decay with a 1-sqrt decay, AdamW, gradient clipping.
 6. Checkpoint every `checkpoint_every` steps and at the end: tensors and plain values only, loaded
    with `torch.load(weights_only=True)`; resuming continues the exact data order and RNG state.
@@ -30,6 +32,7 @@ import torch.nn.functional as F
 
 from curation.errors import CurateError
 from curation.mixture.manifests import load_manifest, verify_manifest
+from curation.train.chat_mask import trainable_ids
 from curation.train.data import ManifestData
 from curation.train.model import HybridLM, ModelConfig
 from curation.train.targets import TargetRules
@@ -67,7 +70,8 @@ def wsd_lr(step: int, cfg: TrainConfig) -> float:
 def head_ids(manifest: dict, data: ManifestData) -> np.ndarray:
     """The ids the output head predicts, in head order: the text tokenizer's ids, then, when the stage's
     targets include other modalities and its shards hold them, the reserved markers and each image /
-    audio block up to the largest code the shards use (a codec may use only part of its block)."""
+    audio block up to the largest code the shards use (a codec may use only part of its block), then the
+    conversation markers an assistant turn trains on that the shards hold and the head lacks so far."""
     blocks = {b["name"]: (b["start"], b["start"] + b["size"]) for b in manifest["vocabulary"]["blocks"]}
     ids = [np.arange(_text_ids(manifest))]
     if manifest["training"]["targets"] == "all":
@@ -81,6 +85,12 @@ def head_ids(manifest: dict, data: ManifestData) -> np.ndarray:
         if top["image"] >= 0 or top["audio"] >= 0:
             ids.append(np.arange(*blocks["reserved"]))
             ids += [np.arange(blocks[n][0], top[n] + 1) for n in ("image", "audio") if top[n] >= 0]
+    chat = np.asarray(trainable_ids(manifest["vocabulary"]), dtype=np.int64)
+    held = set()
+    for arr in data.token_arrays():
+        held.update(np.unique(np.asarray(arr)[np.isin(arr, chat)]).tolist())
+    ids.append(np.asarray([t for t in chat.tolist() if t in held and not any((t == i).any() for i in ids)],
+                          dtype=np.int64))
     return np.concatenate(ids)
 
 
@@ -108,13 +118,14 @@ class Trainer:
     def __init__(self, manifest_path: str | Path, out: str | Path, cfg: TrainConfig,
                  model_cfg: ModelConfig | None = None, *, verify: bool = True, write_back: bool = True):
         self.manifest_path, self.out, self.cfg = Path(manifest_path), Path(out), cfg
-        if verify:
-            verify_manifest(self.manifest_path)   # raises VerifyError naming every problem
+        if verify:   # raises VerifyError naming every problem; the hand-off's absolute paths are Megatron's concern
+            verify_manifest(self.manifest_path, check_location=False)
         self.manifest = m = load_manifest(self.manifest_path)
         if "training" not in m:
             raise CurateError(f"{manifest_path}: the manifest has no `training` section; re-run `curate run`")
         self.data = ManifestData(self.manifest_path, cfg.seq_length)
-        self.rules = TargetRules(m["vocabulary"], m["training"]["targets"], m["training"]["goldfish"])
+        self.rules = TargetRules(m["vocabulary"], m["training"]["targets"], m["training"]["goldfish"],
+                                 m["training"].get("thinking", "train"))
         mc = model_cfg or ModelConfig.tiny()
         mc.vocab_size = m["vocabulary"]["padded_size"]
         self.head_ids = head_ids(m, self.data)
@@ -166,13 +177,21 @@ class Trainer:
         self.step = int(state["step"])
 
     # -- one step ----------------------------------------------------------------------------
+    def targets(self, batch) -> torch.Tensor:
+        """The (B, T) mask of the labels this step trains on: the stage's rules, the conversation mask of
+        the chat template's markers, and the ids the output head predicts."""
+        tokens, doc = torch.from_numpy(batch.tokens), torch.from_numpy(batch.doc)
+        labels = tokens[:, 1:]
+        chat = self.rules.conversation(batch.tokens, batch.doc, batch.lead)
+        mask = self.rules.mask(labels, doc[:, 1:] == doc[:, :-1], None if chat is None else chat[:, 1:])
+        return mask & (self.lut[labels] >= 0)
+
     def loss(self, batch) -> tuple[torch.Tensor, dict]:
         tokens = torch.from_numpy(batch.tokens)
         doc = torch.from_numpy(batch.doc)
         inputs, labels = tokens[:, :-1], tokens[:, 1:]
-        same_doc = doc[:, 1:] == doc[:, :-1]
         head = self.lut[labels]
-        mask = self.rules.mask(labels, same_doc) & (head >= 0)
+        mask = self.targets(batch)
         logits, aux = self.model(inputs, doc[:, :-1])
         per = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), head.clamp(min=0).reshape(-1),
                               reduction="none").view_as(labels)

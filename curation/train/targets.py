@@ -1,12 +1,13 @@
 """Which labels are training targets (Apertus 1.5 §3.2), and the Goldfish loss's drop mask.
 
 - Stage targets: `all` (stage 1: text, image and audio codes and their structure markers) or `text`
-  (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation)
-  and padding are never targets. A label that starts another document than its input is not a target
-  either (with cross-document masking nothing before it is visible).
-- Conversations (SFT, `curation.steps.text.turns`): inside a document that has turn markers only the
-  assistant turns' tokens and their end-of-turn are targets; system, user and tool turns (tool
-  outputs) and the role markers themselves are not.
+  (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation,
+  speech translation) and padding are never targets. A label that starts another document than its
+  input is not a target either (with cross-document masking nothing before it is visible).
+- Conversations (SFT, the chat template of `curation.steps.text.chat`): the mask of
+  `curation.train.chat_mask`, derived from the markers alone: assistant turns and tool calls are targets,
+  system/developer/user turns and tool outputs are not, thinking spans by the stage's `thinking`
+  setting. The markers an assistant turn trains on are targets in text-only stages too.
 - Goldfish: a label is dropped when a hash of the `h` labels ending at it (within the row) falls in
   1/`k` of the hash space, so the same context always drops the same way, wherever it recurs.
   Special tokens (end-of-document, markers) are exempt. The hash multiplies each label by an odd
@@ -14,15 +15,18 @@
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-CONTROL_MARKERS = ("speech_to_text", "text_to_speech")
+from curation.train.chat_mask import ConversationMask, trainable_ids
+
+CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate")  # as steps.audio.interleave
 _MUL = 0x9E3779B97F4A7C15 - 2**64     # odd 64-bit constants as signed int64 (torch wraps on overflow)
 _MUL2 = 0xBF58476D1CE4E5B9 - 2**64
 
 
 class TargetRules:
-    def __init__(self, vocabulary: dict, targets: str, goldfish: dict | None = None):
+    def __init__(self, vocabulary: dict, targets: str, goldfish: dict | None = None, thinking: str = "train"):
         blocks = {b["name"]: (b["start"], b["start"] + b["size"]) for b in vocabulary["blocks"]}
         self.text, self.reserved = blocks["text"], blocks["reserved"]
         self.targets, self.goldfish = targets, goldfish
@@ -30,47 +34,36 @@ class TargetRules:
                         if m in vocabulary["reserved"]]
         self.special = [vocabulary["eod"], vocabulary["pad"]]
         self.pad, self.eod = vocabulary["pad"], vocabulary["eod"]
-        r = vocabulary["reserved"]
-        start = self.reserved[0]
-        self.turn_markers = {role: start + r[f"turn_{role}"] for role in ("system", "user", "assistant", "tool")
-                             if f"turn_{role}" in r}
-        self.end_of_turn = start + r["end_of_turn"] if "end_of_turn" in r else None
+        self.chat = ConversationMask(vocabulary, thinking) if ConversationMask.applies(vocabulary) else None
+        self.chat_trainable = torch.tensor(trainable_ids(vocabulary), dtype=torch.int64)
 
     def is_text(self, labels: torch.Tensor) -> torch.Tensor:
         return (labels >= self.text[0]) & (labels < self.text[1]) & (labels != self.pad)
 
-    def mask(self, labels: torch.Tensor, same_doc: torch.Tensor) -> torch.Tensor:
-        """True where the label is a target of this stage."""
+    def conversation(self, tokens: np.ndarray, doc: np.ndarray, leads: list | None = None) -> torch.Tensor | None:
+        """The conversation mask of whole (B, T+1) rows (inputs and labels), each row starting in the state its
+        document's earlier tokens `leads[b]` leave; slice `[:, 1:]` for the labels."""
+        if self.chat is None:
+            return None
+        return torch.from_numpy(self.chat.batch(np.asarray(tokens), np.asarray(doc), leads))
+
+    def mask(self, labels: torch.Tensor, same_doc: torch.Tensor, chat: torch.Tensor | None = None) -> torch.Tensor:
+        """True where the label is a target of this stage. `chat`: the conversation mask of the labels
+        (`conversation(...)[:, 1:]`); without it, it is derived from the labels alone (rows that start a document)."""
         keep = self.is_text(labels) if self.targets == "text" else labels != self.pad
-        if self.end_of_turn is not None:
-            keep |= labels == self.end_of_turn
+        keep |= torch.isin(labels, self.chat_trainable)
         for c in self.control:
             keep &= labels != c
         keep &= same_doc
-        if self.turn_markers:
-            keep &= self.assistant_or_plain(labels)
+        if chat is None and self.chat is not None:
+            lab = labels.numpy()
+            chat = torch.from_numpy(np.stack([self.chat.row(r)[0] for r in lab.reshape(-1, lab.shape[-1])])
+                                    .reshape(lab.shape))
+        if chat is not None:
+            keep &= chat
         if self.goldfish:
             keep &= ~self.goldfish_drop(labels)
         return keep
-
-    def assistant_or_plain(self, labels: torch.Tensor) -> torch.Tensor:
-        """False on the tokens of non-assistant turns and on role markers; True elsewhere (assistant turns,
-        their end-of-turn, and documents without turns). The role of a token is the last role marker at or
-        before it, reset at every end-of-document."""
-        code = torch.full_like(labels, -1)
-        code[labels == self.eod] = 0
-        names = sorted(self.turn_markers)
-        for i, role in enumerate(names, start=1):
-            code[labels == self.turn_markers[role]] = i
-        pos = torch.arange(labels.shape[-1], device=labels.device).expand_as(labels)
-        last = torch.cummax(torch.where(code >= 0, pos, torch.zeros_like(pos)), dim=-1).values
-        role = torch.gather(code, -1, last).clamp(min=0)   # before any marker or eod in the row: plain
-        # (a row that starts inside a conversation cut by packing cannot see its role: treated as plain)
-        assistant = names.index("assistant") + 1 if "assistant" in names else -2
-        marker = torch.zeros_like(labels, dtype=torch.bool)
-        for m in self.turn_markers.values():
-            marker |= labels == m
-        return ((role == 0) | (role == assistant)) & ~marker
 
     def goldfish_drop(self, labels: torch.Tensor) -> torch.Tensor:
         k, h = self.goldfish["k"], self.goldfish["h"]

@@ -52,6 +52,7 @@ vocabulary: {VOCAB}
 network: {{feeds: [{{url: "{good.base}/firehol.netset", format: firehol}}, {{path: hosts, format: hosts}}]}}
 sources:
   - name: crawl
+    license: CC-BY-4.0
     acquire: {{kind: urls, path: urls.jsonl, max_retries: 1, timeout_s: 5}}
     input: {{paths: [documents.jsonl], id_field: id, metadata_fields: [url, lang]}}
   - name: dump
@@ -64,7 +65,7 @@ sources:
     acquire: {{kind: fsspec, path: "file://{snap}/*.parquet"}}
     input: {{format: parquet, paths: [files/*.parquet], id_field: id}}
 """)
-        res = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        res = run(tmp_path / "recipe.yaml", tmp_path / "out", progress=False)
         acq = {(a["source"], a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"]}
         assert acq == {("crawl", "ok", None): 2, ("crawl", "refused", "ip_blocked"): 1,
                        ("crawl", "refused", "scheme_refused"): 1, ("crawl", "failed", "http_404"): 1,
@@ -82,7 +83,7 @@ sources:
         assert "## Acquisition" in report and "ip_blocked 1" in report
 
         before = len(good.log)
-        again = run(tmp_path / "recipe.yaml", tmp_path / "out", workers=1, progress=False)
+        again = run(tmp_path / "recipe.yaml", tmp_path / "out", progress=False)
         # resumed: only the failed URL is requested again (and the URL feed, fetched once per run)
         assert sorted(good.paths()[before:]) == ["/firehol.netset", "/gone"]
         assert again.rows["tokens"] == res.rows["tokens"]
@@ -91,7 +92,7 @@ sources:
         (tmp_path / "wrong.yaml").write_text(wrong)
         from curation.errors import InputError
         with pytest.raises(InputError, match="snapshot of revision abab.*pins revision cdcd"):
-            run(tmp_path / "wrong.yaml", tmp_path / "out-wrong", workers=1, progress=False)
+            run(tmp_path / "wrong.yaml", tmp_path / "out-wrong", progress=False)
     finally:
         good.close()
         blocked.close()
@@ -99,7 +100,9 @@ sources:
 
 @pytest.mark.slow
 def test_acquisition_demo_recipe(tmp_path):
-    """recipes/acquisition.yaml with its loopback site: every adapter, all four feed formats."""
+    """recipes/acquisition.yaml with its loopback site: every adapter, feeds in eight formats (three of
+    them detected, one gzip-compressed). Every name resolves to the site, so a name a feed failed to
+    block would reach it: the site's log proves that none did."""
     import importlib.util
 
     from curation.commands.run import run
@@ -113,12 +116,25 @@ def test_acquisition_demo_recipe(tmp_path):
     except OSError as e:
         pytest.skip(f"the demo's loopback ports are taken ({e})")
     try:
-        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", workers=2, progress=False)
+        res = run(REPO / "recipes" / "acquisition.yaml", tmp_path / "out", progress=False,
+                  resolver=lambda host: ["127.0.0.2"])
     finally:
         stop()
     outcomes = {(a["outcome"], a["reason"]): a["items"] for a in res.rows["acquisition"] if a["source"] == "site"}
-    assert outcomes == {("ok", None): 8, ("failed", "http_404"): 1, ("refused", "domain_blocked"): 2,
-                        ("refused", "ip_blocked"): 2, ("refused", "scheme_refused"): 2}
+    assert outcomes == {("ok", None): 8, ("failed", "http_404"): 1, ("refused", "domain_blocked"): 6,
+                        ("refused", "url_blocked"): 3, ("refused", "ip_blocked"): 2, ("refused", "scheme_refused"): 2}
+    from curation.acquire.feeds import FEEDS_SCHEMA, feed_rows
+    from curation.acquire.sources import read_acquired
+    feeds = {r["feed"].rsplit("/", 1)[1]: r for r in feed_rows("r", [read_acquired(tmp_path / "out" / "raw", "site")])}
+    assert {n: (r["format"], r["declared_format"]) for n, r in feeds.items()} == {
+        "adblock_demo.txt": ("adblock", "adblock"), "drop_demo.txt": ("netset", "spamhaus"),
+        "firehol_demo.netset": ("netset", "firehol"), "hosts_demo": ("hosts", "hosts"),
+        "rpz_demo.zone": ("rpz", "auto"), "unbound_demo.conf": ("unbound", "auto"),
+        "urlhaus_demo.csv.gz": ("urlhaus_csv", "auto"), "urlhaus_demo.txt": ("urlhaus", "urlhaus")}
+    assert feeds["urlhaus_demo.csv.gz"]["compression"] == "gzip"
+    assert (feeds["rpz_demo.zone"]["hosts"], feeds["adblock_demo.txt"]["url_prefixes"]) == (3, 3)
+    assert sorted(r["feed"] for r in res.rows["feeds"]) == sorted(r["feed"] for r in feeds.values())  # in the ledger
+    assert pa.Table.from_pylist(list(feeds.values()), schema=FEEDS_SCHEMA).num_rows == 8
     assert blocked_log == []  # /moved redirects to the blocked host: refused before connecting
     assert sorted(site_log) == sorted([f"/page-{i:02d}.html" for i in range(8)] + ["/moved", "/missing.html"])
     docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
@@ -146,6 +162,7 @@ def test_fsspec_keeps_sub_folders_and_parquet_metadata_of_any_type(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: store
+    license: MIT
     acquire: {{kind: fsspec, path: "store/**/*.parquet"}}
     input: {{format: parquet, paths: [files/**/*.parquet], id_field: id, metadata_fields: [crawled]}}
 """)
@@ -167,9 +184,10 @@ def test_parquet_metadata_of_any_type_is_kept(tmp_path):
 vocabulary: {VOCAB}
 sources:
   - name: d
+    license: MIT
     input: {{format: parquet, paths: [d.parquet], id_field: id, metadata_fields: [crawled]}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     assert res.rows["tokens"][0]["documents"] == 2
     meta = pq.read_table(tmp_path / "out" / "processed" / "d" / "00000.parquet").column("meta").to_pylist()
     assert json.loads(meta[0])["crawled"] == "2024-01-02 03:04:05"

@@ -40,13 +40,14 @@ def main() -> None:
     from curation.core.record import QuarantineSink
     from curation.core.vocab import Vocabulary
     from curation.recipe.schema import Audio
-    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.codec import WavTokenizerEncoder
     from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, write_shar
     from curation.steps.audio.tokenize import (
         AudioTokenizer,
         bucketed_batches,
         padding_waste,
     )
+    from curation.steps.codecs import load_codec
 
     rows = list(csv.DictReader(open(AUDIO / "manifest.csv")))
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
@@ -81,7 +82,7 @@ def main() -> None:
         per = max(1, round(len(records) / len(bucketed)))
         naive = [durations[i:i + per] for i in range(0, len(durations), per)]
 
-        codec = load_audio_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"))
+        codec = load_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"), WavTokenizerEncoder)
         for name, prefetch in (("off", False), ("prefetch", True)):
             tok = AudioTokenizer(vocab, codec, max_batch_seconds=args.max_batch_seconds, prefetch=prefetch,
                                  source="bench", sink=sink)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from curation.core.graph import key_components
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 AUDIO = REPO.parent / "shared" / "data" / "audio"
@@ -190,7 +192,7 @@ def main() -> None:
     true_pairs = {tuple(sorted(p)) for grp in _groups(keys, truth).values() for p in itertools.combinations(grp, 2)}
     tp = found_set & true_pairs
     fp_pairs = sorted(((a, b, ber) for a, b, ber in found if truth[a] != truth[b]), key=lambda r: r[2])
-    cl = D.clusters(keys, found)
+    cl = key_components(keys, found)
     kind_rows = []
     for kind in KINDS:
         ks = [k for k in keys if kind_of[k] == kind]
@@ -359,7 +361,7 @@ def main() -> None:
                         (0.35, 0.35), (0.18, 0.30), (0.18, 0.40)]:
         got = [(a, b, ber) for a, b, ber, _, n in scored if n and ber <= D.threshold(n, long, short)]
         bad = sum(truth[a] != truth[b] for a, b, _ in got)
-        c = D.clusters(keys, got)
+        c = key_components(keys, got)
         mix = sum(len({truth[k] for k in ms}) > 1 for ms in _members(c).values())
         full = sum(len({c[k] for k in grp}) == 1 for grp in _groups(keys, truth).values())
         mark = " (default)" if (short, long) == (D.SHORT_BER_THRESHOLD, D.BER_THRESHOLD) else ""

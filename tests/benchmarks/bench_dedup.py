@@ -89,7 +89,7 @@ def run_curate(folder: Path, out: Path) -> tuple[set[str], set[str], list[list[s
     from curation.commands.run import run
     recipe = out.parent / f"dedup-{out.name}.yaml"
     recipe.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: null, minhash: {{}}}}\n"
-                      f"tokenize_batch_size: 1000\nsources:\n  - name: en\n"
+                      f"tokenize_batch_size: 1000\nsources:\n  - name: en\n    license: MIT\n"
                       f"    input: {{paths: ['{folder}/*.jsonl.gz'], id_field: id}}\n"
                       f"    normalize: {{nfc: false, ftfy: false}}\n")
     run(recipe, out, workers=2, progress=False)

@@ -108,10 +108,12 @@ def encode_overlap(blobs: list[bytes], n: int) -> dict:
 
     from curation.core.record import QuarantineSink, Record
     from curation.core.vocab import Vocabulary
-    from curation.shards import ResumableWriter
-    from curation.steps.image.tokenize import ImageTokenizer, load_codec
+    from curation.shards import IndexedWriter
+    from curation.steps.codecs import load_codec
+    from curation.steps.image.codec import IBQEncoder
+    from curation.steps.image.tokenize import ImageTokenizer
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"))
+    codec = load_codec(str(REPO / "tokenizers" / "curate-demo-ibq.yaml"), IBQEncoder)
     records = []
     for i in range(n):
         data = blobs[i % len(blobs)]
@@ -124,8 +126,9 @@ def encode_overlap(blobs: list[bytes], n: int) -> dict:
         for name, prefetch in (("off", False), ("prefetch", True)):
             tok = ImageTokenizer(vocab, codec, area=256 * 256, batch_tokens=4096, prefetch=prefetch,
                                  source="bench", sink=QuarantineSink())
-            writer = ResumableWriter(Path(tmp) / name, name)
-            tok.write(records, writer)
+            writer = IndexedWriter(Path(tmp) / name)
+            for rec in tok.run(records):
+                writer.add(rec.shards[""][0])
             writer.close()
             out[name] = dict(tok.timing, sha=hashlib.sha256((Path(tmp) / f"{name}.bin").read_bytes()).hexdigest())
     out["prefetch"]["same"] = out["prefetch"]["sha"] == out["off"]["sha"]

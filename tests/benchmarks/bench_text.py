@@ -137,7 +137,7 @@ def curate_recipe(folder: Path, corpus: Path) -> Path:
     p = folder / "bench.yaml"
     p.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: {{}}, minhash: {{}}}}\n"
                  f"tokenize_batch_size: 1000\n"
-                 f"sources:\n  - name: en\n    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
+                 f"sources:\n  - name: en\n    license: MIT\n    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
                  f"    normalize: {{nfc: false, ftfy: false}}\n    filters: [{flist}]\n")
     return p
 
@@ -265,8 +265,8 @@ def tokenize_stage(texts: list[str], out: Path, rounds: int) -> tuple[float, flo
             batch = [Record(str(j), "en", t) for j, t in enumerate(texts[i:i + 1000], i)]
             start = time.perf_counter()
             for rec in step.run(batch):
-                writer.add(rec.tokens)
-                tokens += rec.tokens.size if r == 0 else 0
+                writer.add(rec.shards[""][0])
+                tokens += rec.shards[""][0].size if r == 0 else 0
             ours += time.perf_counter() - start
             start = time.perf_counter()
             bare.encode_batch(texts[i:i + 1000], add_special_tokens=False)

@@ -43,14 +43,14 @@ def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
 
 
 @pytest.mark.slow
-def test_audio_recipe_end_to_end(tmp_path):
+def test_audio_recipe_end_to_end(tmp_path, ray_local):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     from curation.commands.run import run
     from curation.core.vocab import Vocabulary
     from curation.shards import read_index, read_tokens
 
-    a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
+    a = run(RECIPE, tmp_path / "w1", progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
     assert reasons == {("speech", "silent"): 1, ("speech", "transcript_mismatch"): 1,
                        ("speech", "undecodable_audio"): 1, ("unpaired", "audio_near_duplicate"): 1}
@@ -81,7 +81,7 @@ def test_audio_recipe_end_to_end(tmp_path):
     ds = IndexedDataset(str(prefix))
     assert len(ds) == len(lengths) and ds[0].tolist() == tokens[:lengths[0]]
 
-    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False)
+    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False, executor="ray")  # Ray = the local executor
     for source in ("speech", "unpaired"):
         for ext in ("bin", "idx"):
             assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
@@ -92,7 +92,7 @@ def test_audio_recipe_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
     from curation.commands.run import run
-    run(RECIPE, tmp_path / "a", workers=1, progress=False)
+    run(RECIPE, tmp_path / "a", progress=False)
     shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
     b = tmp_path / "b"
     for marker in [*(b / "work" / "markers" / "tokenize" / "speech").glob("*.json"),
@@ -103,10 +103,10 @@ def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
     saved = sorted((b / "tokenized" / "speech" / "parts").glob("*.codes/*.npz"))
     assert len(saved) == 2                                            # batches 1 and 2 were checkpointed
     [marker] = [json.loads(p.read_text()) for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "speech").glob("*.json")]
-    batches = marker["audio"]["batches"]
+    batches = marker["stats"][-1]["notes"]["batches"]
     assert batches >= 3 and tokenize_shard(RECIPE, b, "speech", CODEC) == batches - 2   # only the rest re-encoded
     assert not list((b / "tokenized" / "speech" / "parts").glob("*.codes"))  # checkpoints gone once complete
-    run(RECIPE, b, workers=1, progress=False)
+    run(RECIPE, b, progress=False)
     for ext in ("bin", "idx"):
         assert (tmp_path / "a" / "tokenized" / "speech" / f"speech.{ext}").read_bytes() == \
             (b / "tokenized" / "speech" / f"speech.{ext}").read_bytes()
@@ -127,7 +127,7 @@ decontamination:
   benchmarks: [{{name: read_aloud, path: {tmp_path / 'bench.jsonl'}, fields: [question], id_field: id}}]
 """
     (tmp_path / "r.yaml").write_text(text)
-    result = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    result = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     [row] = [d for d in result.rows["decontamination"] if d["source"] == "speech" and d["benchmark"] != "(all)"]
     assert (row["benchmark"], row["removed"], row["original"]) == ("read_aloud", 1, 8)
     audio = {r["source"]: r for r in result.rows["audio"]}["speech"]
@@ -158,7 +158,7 @@ sources:
     acquire: {{kind: audio_folder, path: clips}}
     input: {{format: audio, paths: [clips.jsonl], id_field: id}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     [row] = res.rows["audio"]
     # LJ001: one run of three clips (copies A and B, one transcription pair); the whale: audio only
     assert (row["clips"], row["interleaved"], row["transcription"], row["audio_only"]) == (4, 2, 1, 1)
@@ -173,19 +173,24 @@ def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
     from curation.shards import IndexedWriter, read_index
-    from curation.steps.audio.codec import load_audio_codec
+    from curation.steps.audio.codec import WavTokenizerEncoder
     from curation.steps.audio.tokenize import AudioTokenizer
-    run(RECIPE, tmp_path / "w", workers=1, progress=False)
+    from curation.steps.codecs import load_codec
+    run(RECIPE, tmp_path / "w", progress=False)
     [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
-    ids = pq.read_table(table, columns=["id"]).column("id").to_pylist()
+    rows = pq.read_table(table, columns=["id", "text", "meta"]).to_pylist()
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    tok = AudioTokenizer(vocab, load_audio_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml")),
-                         max_batch_seconds=30, max_len=700)
-    short, long = IndexedWriter(tmp_path / "p"), IndexedWriter(tmp_path / "p.long_context")
-    tok.write([Record(id=i, source="speech", text="") for i in ids], table.with_suffix(".shar"), short, "fp", long)
-    short.close()
-    long.close()
+    tok = AudioTokenizer(vocab, load_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"), WavTokenizerEncoder),
+                         max_batch_seconds=30, max_len=700, shar_dir=table.with_suffix(".shar"))
+    writers = {"": IndexedWriter(tmp_path / "p"), ".long_context": IndexedWriter(tmp_path / "p.long_context")}
+    for rec in tok.run(Record(id=r["id"], source="speech", text=r["text"], meta=json.loads(r["meta"])) for r in rows):
+        for suffix, sequences in rec.shards.items():
+            for seq in sequences:
+                writers[suffix].add(seq)
+    for w in writers.values():
+        w.close()
     _, s, _, _ = read_index(tmp_path / "p.idx")
     _, l, _, _ = read_index(tmp_path / "p.long_context.idx")
     assert s.size and l.size and s.max() <= 700 < l.min()
-    assert (tok.counts["stage2"], tok.counts["long_context"]) == (s.size, l.size)
+    assert (tok.stats.notes["stage2"], tok.stats.notes["long_context"]) == (s.size, l.size)
+    assert tok.stats.records_in == tok.stats.records_out == len(rows)   # every clip accounted for

@@ -9,12 +9,12 @@ RECIPE = REPO / "recipes" / "images.yaml"
 
 
 @pytest.mark.slow
-def test_image_recipe_end_to_end(tmp_path):
+def test_image_recipe_end_to_end(tmp_path, ray_local):
     from curation.commands.run import run
     from curation.core.vocab import Vocabulary
     from curation.shards import read_index, read_tokens
 
-    a = run(RECIPE, tmp_path / "w1", workers=1, progress=False)
+    a = run(RECIPE, tmp_path / "w1", progress=False)
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
     assert reasons == {("captioned", "image_too_small"): 1, ("captioned", "image_near_duplicate"): 1,
                        ("captioned", "repetitive_caption"): 1, ("captioned", "truncated_image"): 1}
@@ -30,7 +30,7 @@ def test_image_recipe_end_to_end(tmp_path):
     assert doc[0] == vocab.marker("image_start") and doc[-1] == vocab.eod_id
     end = doc.index(vocab.marker("image_end"))
     assert all(t in vocab.block("text") for t in doc[end + 1:])  # the caption follows the image
-    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False)
+    b = run(RECIPE, tmp_path / "w2", workers=2, progress=False, executor="ray")  # Ray = the local executor
     for source in ("captioned", "uncaptioned"):
         for ext in ("bin", "idx"):
             assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
@@ -39,8 +39,8 @@ def test_image_recipe_end_to_end(tmp_path):
 
 
 def test_image_sources_need_a_codec_and_no_text_filters(tmp_path):
-    from curation.commands.run import load_plan
     from curation.errors import RecipeError
+    from curation.plan.graph import load_plan
     text = RECIPE.read_text()
     (tmp_path / "images").symlink_to(REPO / "recipes" / "images")
     (tmp_path / "r.yaml").write_text(text.replace("image_tokenizer: ../tokenizers/curate-demo-ibq.yaml\n", "")
@@ -74,7 +74,7 @@ def test_image_decontamination_removes_the_benchmark_image(tmp_path):
     text = text.replace("sources:", f"decontamination:\n  image_benchmarks: [{{name: vqa, path: {tmp_path / 'bench'}}}]\n"
                                     "sources:", 1)
     (tmp_path / "r.yaml").write_text(text)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     rows = {(d["source"], d["benchmark"]): d for d in res.rows["decontamination"]}
     assert rows[("captioned", "vqa")]["removed"] == 1 and rows[("uncaptioned", "(all)")]["removed"] == 0
     assert {b["benchmark"]: (b["items"], b["unindexable"]) for b in res.rows["benchmarks"]} == {"vqa": (1, 1)}
@@ -102,10 +102,11 @@ vocabulary: {REPO}/tokenizers/curate-demo-v1.yaml
 image_tokenizer: {REPO}/tokenizers/curate-demo-ibq.yaml
 sources:
   - name: hub_images
+    license: CC0-1.0
     modality: image
     input: {{format: parquet, paths: [train-00000.parquet], image_field: image, text_field: caption, id_field: id}}
     images: {{min_side: 32, area: 4096}}
 """)
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=1, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     assert res.rows["tokens"][0]["documents"] == 3 and res.rows["tokens"][0]["image_tokens"] >= 3 * 16
     assert {(q["reason"], q["records"]) for q in res.rows["quarantine"]} == {("no_image", 1)}

@@ -57,8 +57,10 @@ decontamination:
 {extra}
 sources:
   - name: web
+    license: MIT
     input: {{paths: [web.jsonl], id_field: id}}
   - name: forum
+    license: MIT
     input: {{paths: [forum.jsonl], id_field: id}}
 """
 
@@ -80,11 +82,11 @@ def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
     write_jsonl(tmp_path / "forum.jsonl", forum)
     (tmp_path / "r.yaml").write_text(_recipe(tmp_path))
     with pytest.raises(DecontaminationGuard, match=r"40\.0% of source 'forum' \(4 of 10.*gsm \(4\)"):
-        run(tmp_path / "r.yaml", tmp_path / "out", workers=2, progress=False)
+        run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     assert (tmp_path / "out" / "review" / "decontamination.html").is_file()  # the review exists before fixing
 
     (tmp_path / "r.yaml").write_text(_recipe(tmp_path, "  acknowledge: [forum]\n  false_positives: [forum/w3]"))
-    res = run(tmp_path / "r.yaml", tmp_path / "out", workers=2, progress=False)
+    res = run(tmp_path / "r.yaml", tmp_path / "out", progress=False)
     docs = {t["source"]: t["documents"] for t in res.rows["tokens"]}
     assert docs == {"web": 39, "forum": 7}  # web loses exactly w5; forum w0-w2 (w3 cleared by review)
     rows = {(d["source"], d["benchmark"]): d for d in res.rows["decontamination"]}
@@ -101,15 +103,17 @@ def test_removal_is_per_sample_guarded_and_reviewable(tmp_path):
 
 def test_a_flagged_sample_removes_only_itself(tmp_path):
     """The Apertus 1.5 §3.4 incident: one flagged sample must never take its dataset (or namesakes) with it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from curation.core.layout import drops_path
+    from curation.corpus.decont.phase import DecontPhase
+    from curation.steps.droplist import read_drops
 
-    from curation.corpus.decont.phase import removed_ids
+    shards = [("web", "00000"), ("web", "00001"), ("forum", "00001")]
+    DecontPhase().write_drops(tmp_path, shards, [{"source": "web", "shard": "00001", "id": "x7",
+                                                  "reason": "contaminated:gsm"}])
 
-    (tmp_path / "work" / "decont").mkdir(parents=True)
-    pq.write_table(pa.table({"source": ["web"], "shard": ["00001"], "id": ["x7"], "benchmark": ["gsm"]}),
-                   tmp_path / "work" / "decont" / "removed.parquet")
-    assert removed_ids(tmp_path, "web", "00001") == {"x7": "contaminated:gsm"}
+    def removed_ids(out, source, shard):
+        return read_drops(drops_path(out, "decont", source, shard))
+    assert removed_ids(tmp_path, "web", "00001") == {"x7": ("contaminated:gsm", "")}
     assert removed_ids(tmp_path, "web", "00000") == {}      # same source, other shard
     assert removed_ids(tmp_path, "forum", "00001") == {}    # another source holding an id "x7"
     from curation.core.record import Record

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,3 +85,65 @@ def test_real_near_duplicates():
     names = list(h)
     assert {names[i] for i, _, _ in found} == {"imagededup_ukbench00120.jpg", "imagededup_ukbench00120_resize.jpg",
                                                 "imagededup_ukbench00120_gray.jpg", "imagededup_alpha_channel_image.png"}
+
+
+def _processed(out, source: str, records: list, domain: str) -> None:
+    """The processed shard of an image source: each record through ImageCheck (size, domain, pHash)."""
+    import json
+
+    import pyarrow as pa
+
+    from curation.core.atomic import atomic_write_parquet
+    from curation.core.layout import processed_path
+    from curation.steps.image.read import ImageCheck
+    kept = list(ImageCheck(min_side=32, domain=domain, source=source).run(records))
+    assert len(kept) == len(records)
+    atomic_write_parquet(processed_path(out, source, "00000"), pa.Table.from_pylist(
+        [{"id": r.id, "text": r.text, "meta": json.dumps(r.meta)} for r in kept]))
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/images is absent")
+def test_satellite_tile_matches_its_reencoded_copy_at_the_satellite_settings(tmp_path):
+    """A benchmark tile (PNG) and its JPEG-85 training copy, both hashed at the satellite domain's 16×16
+    reduction: equal hashes, so the copy is removed at the satellite radius 0; other tiles are not. A
+    natural photo in another source is matched at its own (32×32) reduction against the same index."""
+    import pyarrow.parquet as pq
+
+    from curation.core.layout import flags_path
+    from curation.core.node import Node
+    from curation.core.record import Record
+    from curation.corpus.decont.images import DEFAULT_RADII
+    from curation.corpus.decont.match import run_decont, run_decont_index
+
+    sat = SHARED / "satellite"
+    tile = decode((sat / "rasterio_rgb4.tif").read_bytes()).crop((0, 0, 256, 256))
+    (tmp_path / "bench").mkdir()
+    tile.save(tmp_path / "bench" / "tile.png")
+    photo = decode((SHARED / "near_duplicates" / "imagededup_ukbench00120.jpg").read_bytes())
+    photo.save(tmp_path / "bench" / "photo.png")
+    landsat = decode((sat / "rasterio_RGB.byte.tif").read_bytes())
+    others = [landsat.crop((x, y, x + 256, y + 256)) for x, y in ((128, 128), (384, 128), (256, 384))]
+    others.append(decode((sat / "rasterio_rgb4.tif").read_bytes()).crop((136, 63, 392, 319)))
+    training = [Record(id=f"t{i}", source="sat", text="", image=encode(img, "JPEG", quality=85))
+                for i, img in enumerate([tile, *others])]
+    out = tmp_path / "out"
+    _processed(out, "sat", training, "satellite")
+    _processed(out, "photos", [Record(id="p0", source="photos", text="", image=encode(photo.resize((320, 240)),
+                                                                                       "JPEG", quality=85))],
+               "natural")
+
+    run_decont_index(out, Node("decont_index", None, None, "f", spec={
+        "benchmarks": [], "ngram": 13, "shards": 1,
+        "image_benchmarks": [{"name": "bench", "path": str(tmp_path / "bench"), "sha256": "-"}]}))
+    items = pq.read_table(out / "work" / "decont" / "items.parquet").to_pylist()
+    assert [sorted(dict(i["phashes"])) for i in items] == [[16, 32], [16, 32]]   # one hash per reduction in use
+    flagged = {}
+    for source in ("sat", "photos"):
+        run_decont(out, Node("decont", source, "00000", "f", spec={"ngram": 13, "shards": 1, "threshold": 0.5,
+                                                                   "image_radii": DEFAULT_RADII, "image": True}))
+        flagged[source] = {(r["id"], r["item_id"], r["overlap"])
+                           for r in pq.read_table(flags_path(out, source, "00000")).to_pylist()}
+    assert flagged["sat"] == {("t0", "tile.png", 0)}
+    assert {(i, item) for i, item, _ in flagged["photos"]} == {("p0", "photo.png")}
+    copy = phash64(decode(training[0].image), 16)
+    assert distance(phash64(tile, 16), copy) == 0 < distance(phash64(tile, 32), copy)   # mixed settings miss it

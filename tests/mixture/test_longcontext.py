@@ -49,9 +49,9 @@ def test_best_fit_decreasing_packs_tightly_and_never_overflows():
 
 def test_long_context_stage_in_a_recipe():
     r = Recipe.model_validate({"name": "r", "vocabulary": "v", "sources": [
-        {"name": "de", "input": {"paths": ["x"]}, "category": "German"},
-        {"name": "en", "input": {"paths": ["x"]}},
-        {"name": "unused", "input": {"paths": ["x"]}}],
+        {"name": "de", "license": "MIT", "input": {"paths": ["x"]}, "category": "German"},
+        {"name": "en", "license": "MIT", "input": {"paths": ["x"]}},
+        {"name": "unused", "license": "MIT", "input": {"paths": ["x"]}}],
         "stages": [{"name": "lc", "seq_length": 2048,
                     "long_context": {"buckets": [256, 2048], "targets": [100, 1500], "priority": ["de", "en"]}}]})
     lengths = {**LENGTHS, "unused": np.array([5])}
@@ -72,6 +72,7 @@ def test_long_context_stage_in_a_recipe():
 ])
 def test_long_context_errors(lc, message):
     with pytest.raises(ValidationError) as e:
-        Recipe.model_validate({"name": "r", "vocabulary": "v", "sources": [{"name": "a", "input": {"paths": ["x"]}}],
+        Recipe.model_validate({"name": "r", "vocabulary": "v", "sources": [{"name": "a", "license": "MIT",
+                                                                            "input": {"paths": ["x"]}}],
                                "stages": [{"name": "lc", "seq_length": 4096, "long_context": lc}]})
     assert message in str(e.value)

@@ -21,10 +21,13 @@ def test_error_names_file_line_and_key_path(tmp_path):
         vocabulary: VOCAB
         sources:
           - name: a
+            license: MIT
             input: {paths: [a.jsonl]}
           - name: b
+            license: MIT
             input: {paths: [a.jsonl]}
           - name: c
+            license: MIT
             input: {paths: [a.jsonl]}
             filters:
               - type: length
@@ -32,7 +35,7 @@ def test_error_names_file_line_and_key_path(tmp_path):
         """)
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
-    assert str(e.value) == f"{p}:12 sources[2].filters[0].min_words: must be >= 0, got -3"
+    assert str(e.value) == f"{p}:15 sources[2].filters[0].min_words: must be >= 0, got -3"
 
 
 @pytest.mark.parametrize("snippet, expected", [
@@ -48,6 +51,7 @@ def test_filter_errors(tmp_path, snippet, expected):
         vocabulary: VOCAB
         sources:
           - name: a
+            license: MIT
             input: {{paths: [a.jsonl]}}
             filters:
             {snippet}
@@ -55,7 +59,7 @@ def test_filter_errors(tmp_path, snippet, expected):
     with pytest.raises(RecipeError, match=None) as e:
         load_recipe(p)
     assert expected in str(e.value)
-    assert f"{p}:7" in str(e.value)
+    assert f"{p}:8" in str(e.value)
 
 
 def test_unknown_top_level_key_and_duplicate_sources(tmp_path):
@@ -64,8 +68,8 @@ def test_unknown_top_level_key_and_duplicate_sources(tmp_path):
         vocabulary: VOCAB
         sourcs: []
         sources:
-          - {name: a, input: {paths: [a.jsonl]}}
-          - {name: a, input: {paths: [a.jsonl]}}
+          - {name: a, license: MIT, input: {paths: [a.jsonl]}}
+          - {name: a, license: MIT, input: {paths: [a.jsonl]}}
         """)
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
@@ -80,10 +84,11 @@ def test_glob_that_matches_nothing_is_an_error_with_its_line(tmp_path):
         vocabulary: VOCAB
         sources:
           - name: a
+            license: MIT
             input:
               paths: [a.jsonl, missing/*.jsonl]
         """)
-    with pytest.raises(RecipeError, match=r"x.yaml:6 sources\[0\].input.paths\[1\]: 'missing/\*.jsonl' matched no"):
+    with pytest.raises(RecipeError, match=r"x.yaml:7 sources\[0\].input.paths\[1\]: 'missing/\*.jsonl' matched no"):
         load_recipe(p)
 
 
@@ -113,7 +118,7 @@ def test_fingerprint_covers_content_of_inputs_and_settings(tmp_path):
         vocabulary: VOCAB
         x-anchors: {note: ignored}
         sources:
-          - {name: a, input: {paths: [a.jsonl]}}
+          - {name: a, license: MIT, input: {paths: [a.jsonl]}}
         """)
     fp1 = load_recipe(p).fingerprint
     assert load_recipe(p).fingerprint == fp1

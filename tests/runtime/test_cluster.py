@@ -10,7 +10,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def two_node_cluster():
+    import ray
     from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():  # the shared local Ray of other tests: a run must join this cluster instead
+        ray.shutdown()
 
     cluster = Cluster(initialize_head=True, connect=False,
                       head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False})
@@ -40,13 +44,13 @@ def test_cluster_run_matches_embedded_run(two_node_cluster, demo_run, tmp_path):
 def test_cluster_tasks_ran_on_both_nodes(two_node_cluster):
     import ray
 
-    from curation.runtime.ray_executor import RayRuntime
+    from curation.runtime.ray_executor import RayExecutor
 
     def where(_):
         import time
         time.sleep(0.5)
         return ray.get_runtime_context().get_node_id()
 
-    with RayRuntime(workers=2, address=two_node_cluster.address, progress=False) as rt:
+    with RayExecutor(workers=2, address=two_node_cluster.address, progress=False) as rt:
         nodes = rt.map(where, [(str(i), (i,)) for i in range(6)], "probe")
     assert len(set(nodes.values())) == 2

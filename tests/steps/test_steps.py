@@ -3,11 +3,13 @@ import json
 
 import pytest
 
+from curation.core.hashing import content_hash
 from curation.core.record import Drop, QuarantineSink, Record
+from curation.corpus.exact import resolve_duplicates
 from curation.errors import StepFailed
 from curation.recipe import schema
 from curation.steps.base import Filter
-from curation.steps.droplist import ExactDedup, content_hash, resolve_duplicates
+from curation.steps.droplist import DropListed
 from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
 from curation.steps.text.normalize import Normalize
 from curation.steps.text.read import JsonlReader
@@ -136,7 +138,7 @@ def test_exact_dedup_keeps_first_in_canonical_order():
     assert [(d["source"], d["id"], d["duplicate_of_id"]) for d in glob] == [("b", "b1", "a1"), ("b", "b2", "a1")]
     per_source = resolve_duplicates(shards, "source")
     assert [(d["id"], d["duplicate_of_id"]) for d in per_source] == [("b2", "b1")]
-    f = ExactDedup({"b1": "exact_duplicate"}, source="b")
+    f = DropListed("exact_dedup", {"b1": "exact_duplicate"}, source="b")
     assert [r.id for r in f.run([Record("b1", "b", "x"), Record("b9", "b", "z")])] == ["b9"]
     assert dict(f.stats.dropped) == {"exact_duplicate": 1}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from curation.core.atomic import atomic_write_npz
 from curation.corpus.decont.benchmarks import Item
 from curation.steps.text.minhash import Shingler
 
@@ -41,7 +42,7 @@ def build_index(items: list[Item], n: int, shards: int, folder: Path) -> pa.Tabl
     for k in range(shards):
         mine = part == k
         order = np.lexsort((all_o[mine], all_h[mine]))
-        np.savez(shard_path(folder, k), hashes=all_h[mine][order], items=all_o[mine][order])
+        atomic_write_npz(shard_path(folder, k), hashes=all_h[mine][order], items=all_o[mine][order])
     return pa.table({"benchmark": pa.array([it.benchmark for it in items], pa.string()),
                      "item_id": pa.array([it.item_id for it in items], pa.string()),
                      "text": pa.array([it.text for it in items], pa.string()),

@@ -1,16 +1,14 @@
-"""The decontamination phases, joined by files under `<out>/work/decont/`:
+"""Benchmark decontamination (Apertus 1.5 §4.2) as a corpus-wide phase of three stages, joined by
+files under `<out>/work/decont/`:
 
-    decont_index           benchmark items → n-gram index shards          → index/shard-*.npz, items.parquet
-    decont(source, shard)  every processed document matched against the
-                           index, one index shard at a time; a document
-                           is flagged by its best item if that reaches
-                           the threshold                                   → flags/<source>/<shard>.parquet
-    decont_resolve         reviewed false positives re-admitted; the
-                           guard (removal rate per source); the removal
-                           list and the review export                      → removed.parquet, review/
+    decont_index           benchmark items → n-gram index shards     (`curation.corpus.decont.match`)
+    decont(source, shard)  documents and images matched, flags       (`curation.corpus.decont.match`)
+    decont_resolve         reviewed false positives re-admitted; the guard (removal rate per source);
+                           the review export and one drop list per shard (`contaminated:<benchmark>`)
 
 Removal is by (source, shard, id): the tokenize task of a shard drops exactly the ids listed for it,
-so a flagged sample can never take anything else with it.
+so a flagged sample can never take anything else with it. The ledger gets `decontamination` (Apertus
+Table H.2 per source and benchmark, plus flagged and re-admitted) and `benchmarks`.
 """
 from __future__ import annotations
 
@@ -20,159 +18,144 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
-from curation.core.layout import decont_dir, flags_path, processed_path
-from curation.core.markers import write_marker
-from curation.corpus.decont.benchmarks import load_items
-from curation.corpus.decont.index import build_index, match
-from curation.errors import DecontaminationGuard
+from curation.core.hashing import fingerprint, sha256_file
+from curation.core.layout import flags_path, processed_path, review_dir
+from curation.core.node import CODE_EPOCH, Node
+from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.decont.match import run_decont, run_decont_index
+from curation.corpus.decont.review import write_review
+from curation.errors import DecontaminationGuard, RecipeError
+from curation.steps.image.phash import default_reductions, domain_reduce
 
-FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
-                         ("benchmark", pa.string()), ("item", pa.int64()), ("item_id", pa.string()),
-                         ("overlap", pa.int64()), ("item_ngrams", pa.int64()), ("ratio", pa.float64())])
-
-
-def _image_items(bench: dict) -> tuple[list[dict], int]:
-    """(items with their pHash, unreadable files) of one image benchmark: a folder or a tar."""
-    import tarfile
-
-    from curation.errors import RecordError
-    from curation.steps.image.decode import decode
-    from curation.steps.image.phash import phash64
-    path = Path(bench["path"])
-    if path.is_dir():
-        blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]
-    else:
-        with tarfile.open(path, "r:*") as tar:
-            blobs = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-    items, bad = [], 0
-    for name, data in blobs:
-        try:
-            items.append({"benchmark": bench["name"], "item_id": name, "text": name, "ngrams": 0,
-                          "phash": f"{phash64(decode(data)):016x}"})
-        except RecordError:
-            bad += 1  # not an image (a README, a label file): nothing to match
-    return items, bad
+IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
 
 
-def run_decont_index(out: str, key: str, fingerprint: str, spec: dict) -> dict:
-    out_dir = Path(out)
-    items = [it for b in spec["benchmarks"]
-             for it in load_items(b["name"], Path(b["path"]), b["fields"], b["id_field"])]
-    table = build_index(items, spec["ngram"], spec["shards"], decont_dir(out_dir) / "index")
-    table = table.append_column("phash", pa.nulls(table.num_rows, pa.string()))
-    per = {}
-    for b, n in zip(table.column("benchmark").to_pylist(), table.column("ngrams").to_pylist()):
-        p = per.setdefault(b, {"items": 0, "unindexable": 0})
-        p["items"] += 1
-        p["unindexable"] += n == 0
-    for b in spec.get("image_benchmarks", []):  # after the text items: their indices stay the index's
-        images, bad = _image_items(b)
-        per[b["name"]] = {"items": len(images), "unindexable": bad}
-        if images:
-            table = pa.concat_tables([table, pa.Table.from_pylist(images, schema=table.schema)])
-    atomic_write_parquet(decont_dir(out_dir) / "items.parquet", table)
-    return write_marker(out_dir, key, fingerprint, {
-        "benchmarks": [{"name": b["name"], "sha256": b["sha256"], "fields": b.get("fields", ["image"]),
-                        **per.get(b["name"], {})} for b in spec["benchmarks"] + spec.get("image_benchmarks", [])],
-        "outputs": ["work/decont/items.parquet"] + [f"work/decont/index/shard-{k:03d}.npz"
-                                                   for k in range(spec["shards"])]})
+def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
+    """Text and image benchmarks as local files with their content hashes (nothing is downloaded)."""
+    text = []
+    for b in cfg.benchmarks:
+        path = loaded.resolve(b.path)
+        if not path.is_file():
+            raise RecipeError(f"decontamination.benchmarks[{b.name}]: file {path} does not exist; give a local "
+                              f"copy of the benchmark (nothing is downloaded at run time)")
+        text.append(b.model_dump(mode="json") | {"path": str(path), "sha256": sha256_file(path)})
+    images = []
+    for b in cfg.image_benchmarks:
+        path = loaded.resolve(b.path)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        if not path.exists() or not files:
+            raise RecipeError(f"decontamination.image_benchmarks[{b.name}]: {path} holds no files; give a "
+                              f"local folder or tar of the benchmark's images")
+        images.append({"name": b.name, "path": str(path), "sha256": fingerprint([sha256_file(f) for f in files])})
+    return text, images
 
 
-def run_decont(out: str, key: str, fingerprint: str, spec: dict) -> dict:
-    from curation.corpus.minhash import _shingler
-    out_dir = Path(out)
-    items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
-    bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
-    table = pq.read_table(processed_path(out_dir, spec["source"], spec["shard"]), columns=["id", "text"])
-    shingler = _shingler(spec["ngram"], "eng")
-    hashes = [shingler(t) for t in table.column("text").to_pylist()]
-    rows = []
-    for rid, found in zip(table.column("id").to_pylist(), match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
-        if not found:
-            continue
-        # the best item: highest share of its n-grams, then most n-grams, then first in the registry
-        it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
-        ratio = c / ngrams[it]
-        if ratio >= spec["threshold"]:
-            rows.append({"source": spec["source"], "shard": spec["shard"], "id": rid, "benchmark": bench[it],
-                         "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
-                         "ratio": round(ratio, 6)})
-    if spec.get("image"):
-        rows = _image_flags(out_dir, spec, rows, bench, item_ids)
-    path = flags_path(out_dir, spec["source"], spec["shard"])
-    atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
-    return write_marker(out_dir, key, fingerprint, {"documents": table.num_rows, "flagged": len(rows),
-                                                    "outputs": [str(path.relative_to(out_dir))]})
+class DecontPhase(CorpusPhase):
+    name = "decont"
+    step = "decontaminate"
+    tables = {
+        "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
+                                      ("original", pa.int64()), ("flagged", pa.int64()), ("readmitted", pa.int64()),
+                                      ("removed", pa.int64()), ("final", pa.int64()), ("pct_removed", pa.float64())]),
+        "benchmarks": pa.schema([("run", pa.string()), ("benchmark", pa.string()), ("sha256", pa.string()),
+                                 ("fields", pa.string()), ("items", pa.int64()), ("unindexable", pa.int64())]),
+    }
+
+    def applies(self, recipe) -> bool:
+        return recipe.decontamination is not None
+
+    def covers(self, src) -> bool:
+        return True
+
+    def plan(self, ctx: PlanContext) -> list[list[Node]]:
+        cfg = ctx.loaded.recipe.decontamination
+        benchmarks, image_benchmarks = _benchmarks(ctx.loaded, cfg)
+        # benchmark images are hashed at every pHash reduction the image sources use (one per domain setting)
+        reductions = sorted({*default_reductions(), *(domain_reduce(s.image_settings().domain,
+                                                                      s.image_settings().phash_reduce)
+                                                        for s in ctx.loaded.recipe.sources
+                                                        if s.modality in IMAGE_MODALITIES)})
+        index = Node("decont_index", None, None, fingerprint(
+            {"v": CODE_EPOCH, "phase": "decont_index", "ngram": cfg.ngram, "shards": cfg.index_shards,
+             "phash_reductions": reductions,
+             "cfg": [{k: v for k, v in b.items() if k != "path"} for b in benchmarks + image_benchmarks]}),
+            spec={"benchmarks": benchmarks, "image_benchmarks": image_benchmarks, "ngram": cfg.ngram,
+                  "shards": cfg.index_shards, "phash_reductions": reductions})
+        match = [Node("decont", p.source, p.shard, fingerprint(
+            {"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint, "process": p.fingerprint,
+             "threshold": cfg.threshold, "radii": cfg.image_radii}),
+            deps=[p.key, index.key], spec={"ngram": cfg.ngram, "shards": cfg.index_shards, "threshold": cfg.threshold,
+                                           "image_radii": cfg.image_radii, "modality": ctx.source(p.source).modality,
+                                           "image": ctx.source(p.source).modality in IMAGE_MODALITIES})
+            for p in ctx.process]
+        policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
+                  "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}
+        resolve = Node("decont_resolve", None, None, fingerprint(
+            {"v": CODE_EPOCH, "phase": "decont_resolve", "policy": policy, "match": [n.fingerprint for n in match]}),
+            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards(),
+                                               "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
+        return [[index], match, [resolve]]
+
+    def runners(self):
+        return {"decont_index": run_decont_index, "decont": run_decont, "decont_resolve": self.resolve}
+
+    def resolve(self, out: Path, node: Node) -> dict:
+        spec, shards = node.spec, [tuple(s) for s in node.spec["shards"]]
+        flags = pa.concat_tables([pq.read_table(flags_path(out, s, sh)) for s, sh in shards]).to_pylist() \
+            if shards else []
+        cleared = set(spec["false_positives"])
+        for f in flags:
+            f["status"] = "readmitted" if f"{f['source']}/{f['id']}" in cleared else "removed"
+        documents = Counter()
+        for s, sh in shards:
+            documents[s] += pq.ParquetFile(processed_path(out, s, sh)).metadata.num_rows
+        review = write_review(out, flags, spec["ngram"], spec.get("modalities", {}))
+        removed = [f for f in flags if f["status"] == "removed"]
+        for source, n in sorted(Counter(f["source"] for f in removed).items()):
+            rate = n / max(documents[source], 1)
+            if rate > spec["max_removal_rate"] and source not in spec["acknowledge"]:
+                top = Counter(f["benchmark"] for f in removed if f["source"] == source).most_common(3)
+                raise DecontaminationGuard(
+                    f"decontamination would remove {rate:.1%} of source {source!r} ({n} of {documents[source]} "
+                    f"documents), above the cap of {spec['max_removal_rate']:.0%}; top matched benchmarks: "
+                    f"{', '.join(f'{b} ({c})' for b, c in top)}. Review {review}: if the matches are real, add "
+                    f"{source!r} to decontamination.acknowledge; if not, list the cleared samples in "
+                    f"decontamination.false_positives (as source/id)")
+        drops = self.write_drops(out, shards, [f | {"reason": f"contaminated:{f['benchmark']}",
+                                                    "detail": f"{f['benchmark']}:{f['item_id']} ({f['ratio']:.0%} of the item)"}
+                                               for f in removed])
+        return {"flagged": len(flags), "removed": len(removed), "readmitted": len(flags) - len(removed),
+                "outputs": [*drops, str(review.relative_to(out)), "review/decontamination.parquet"]}
+
+    def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict:
+        index = next(n for n in nodes if n.phase == "decont_index")
+        benchmarks = [{"run": run, "benchmark": b["name"], "sha256": b["sha256"], "fields": ", ".join(b["fields"]),
+                       "items": b.get("items", 0), "unindexable": b.get("unindexable", 0)}
+                      for b in markers[index.key]["benchmarks"]]
+        flags = pq.read_table(review_dir(out) / "decontamination.parquet",
+                              columns=["source", "benchmark", "status"]).to_pylist()
+        rows = [r for source, steps in totals.items() if self.step in steps
+                for r in table_h2(run, source, steps[self.step], [f for f in flags if f["source"] == source])]
+        return {"benchmarks": benchmarks, "decontamination": rows}
 
 
-def _image_flags(out: Path, spec: dict, rows: list[dict], bench: list, item_ids: list) -> list[dict]:
-    """Add (or replace caption flags with) matches of the shard's images against benchmark images: the
-    nearest benchmark image within the sample's domain radius; overlap = Hamming distance of 64 bits."""
-    import json
+def table_h2(run: str, source: str, step, flags: list[dict]) -> list[dict]:
+    """Apertus 1.5 Table H.2 per source and benchmark, plus the review: flagged, re-admitted, removed.
 
-    import numpy as np
-
-    from curation.corpus.decont.images import match_images
-    phashes = pq.read_table(decont_dir(out) / "items.parquet", columns=["phash"]).column("phash").to_pylist()
-    image_items = [i for i, h in enumerate(phashes) if h is not None]
-    if not image_items:
-        return rows
-    t = pq.read_table(processed_path(out, spec["source"], spec["shard"]), columns=["id", "meta"])
-    metas = [json.loads(m) for m in t.column("meta").to_pylist()]
-    train = np.array([int(m["phash"], 16) for m in metas], dtype=np.uint64)
-    found = match_images(train, [m["domain"] for m in metas],
-                         np.array([int(phashes[i], 16) for i in image_items], dtype=np.uint64), spec["image_radii"])
-    best: dict[int, tuple[int, int]] = {}
-    for ti, bi, dist in found:
-        if ti not in best or (dist, bi) < best[ti]:
-            best[ti] = (dist, bi)
-    by_id = {r["id"]: r for r in rows}
-    ids = t.column("id").to_pylist()
-    for ti, (dist, bi) in sorted(best.items()):
-        item = image_items[bi]
-        by_id[ids[ti]] = {"source": spec["source"], "shard": spec["shard"], "id": ids[ti], "benchmark": bench[item],
-                          "item": item, "item_id": item_ids[item], "overlap": dist, "item_ngrams": 64,
-                          "ratio": round(1 - dist / 64, 6)}
-    return [by_id[i] for i in ids if i in by_id]
-
-
-def run_decont_resolve(out: str, key: str, fingerprint: str, spec: dict, shards: list[tuple[str, str]]) -> dict:
-    out_dir = Path(out)
-    flags = pa.concat_tables([pq.read_table(flags_path(out_dir, s, sh)) for s, sh in shards]).to_pylist() \
-        if shards else []
-    cleared = set(spec["false_positives"])
-    for f in flags:
-        f["status"] = "readmitted" if f"{f['source']}/{f['id']}" in cleared else "removed"
-    documents = Counter()
-    for s, sh in shards:
-        documents[s] += pq.ParquetFile(processed_path(out_dir, s, sh)).metadata.num_rows
-    from curation.corpus.decont.review import write_review
-    review = write_review(out_dir, flags, spec["ngram"])
-    removed = [f for f in flags if f["status"] == "removed"]
-    atomic_write_parquet(decont_dir(out_dir) / "removed.parquet", pa.Table.from_pylist(
-        [{k: f[k] for k in ("source", "shard", "id", "benchmark")} for f in removed],
-        schema=pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
-                          ("benchmark", pa.string())])))
-    per_source = Counter(f["source"] for f in removed)
-    for source, n in sorted(per_source.items()):
-        rate = n / max(documents[source], 1)
-        if rate > spec["max_removal_rate"] and source not in spec["acknowledge"]:
-            top = Counter(f["benchmark"] for f in removed if f["source"] == source).most_common(3)
-            raise DecontaminationGuard(
-                f"decontamination would remove {rate:.1%} of source {source!r} ({n} of {documents[source]} "
-                f"documents), above the cap of {spec['max_removal_rate']:.0%}; top matched benchmarks: "
-                f"{', '.join(f'{b} ({c})' for b, c in top)}. Review {review}: if the matches are real, add "
-                f"{source!r} to decontamination.acknowledge; if not, list the cleared samples in "
-                f"decontamination.false_positives (as source/id)")
-    return write_marker(out_dir, key, fingerprint, {
-        "flagged": len(flags), "removed": len(removed), "readmitted": len(flags) - len(removed),
-        "outputs": ["work/decont/removed.parquet", str(review.relative_to(out_dir)),
-                    "review/decontamination.parquet"]})
-
-
-def removed_ids(out: Path, source: str, shard: str) -> dict[str, str]:
-    """id -> drop reason for one shard: only the samples listed for exactly this source and shard."""
-    t = pq.read_table(decont_dir(out) / "removed.parquet", filters=[("source", "=", source), ("shard", "=", shard)],
-                      columns=["id", "benchmark"])
-    return {i: f"contaminated:{b}" for i, b in zip(t.column("id").to_pylist(), t.column("benchmark").to_pylist())}
+    `original` counts the documents that reached the step (after dedup); `flagged` and `readmitted`
+    count over all processed documents of the source (a flagged duplicate may already be gone)."""
+    removed = {r.removeprefix("contaminated:"): n for r, n in step.dropped.items()}
+    out = []
+    for bench in sorted({f["benchmark"] for f in flags} | set(removed)):
+        mine = [f for f in flags if f["benchmark"] == bench]
+        n = removed.get(bench, 0)
+        out.append({"run": run, "source": source, "benchmark": bench, "original": step.records_in,
+                    "flagged": len(mine), "readmitted": sum(f["status"] == "readmitted" for f in mine),
+                    "removed": n, "final": step.records_in - n,
+                    "pct_removed": round(100 * n / max(step.records_in, 1), 4)})
+    total = sum(removed.values())
+    out.append({"run": run, "source": source, "benchmark": "(all)", "original": step.records_in,
+                "flagged": len(flags), "readmitted": sum(f["status"] == "readmitted" for f in flags),
+                "removed": total, "final": step.records_out,
+                "pct_removed": round(100 * total / max(step.records_in, 1), 4)})
+    return out

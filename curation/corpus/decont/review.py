@@ -10,9 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
+from curation.core.atomic import atomic_write_bytes, atomic_write_parquet
 from curation.core.layout import decont_dir
 from curation.corpus.decont.index import overlap_words
+from curation.corpus.decont.match import decont_texts
 from curation.steps.text.minhash import Shingler
 
 _CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
@@ -33,16 +34,14 @@ def _highlight(words: list[str], marks: list[bool]) -> str:
     return " ".join(out)
 
 
-def write_review(out: Path, flags: list[dict], n: int) -> Path:
-    from curation.core.layout import processed_path
-
+def write_review(out: Path, flags: list[dict], n: int, modalities: dict[str, str] | None = None) -> Path:
+    """`modalities`: source -> modality, for the text each sample was matched on (`decont_texts`)."""
     item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
     items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
     texts: dict[tuple[str, str, str], str] = {}
     for source, shard in sorted({(f["source"], f["shard"]) for f in flags}):
-        t = pq.read_table(processed_path(out, source, shard), columns=["id", "text"])
         wanted = {f["id"] for f in flags if (f["source"], f["shard"]) == (source, shard)}
-        for rid, text in zip(t.column("id").to_pylist(), t.column("text").to_pylist()):
+        for rid, text in zip(*decont_texts(out, source, shard, (modalities or {}).get(source, "text"))):
             if rid in wanted:
                 texts[(source, shard, rid)] = text
     rows = [f | {"text": texts[(f["source"], f["shard"], f["id"])], "item_text": items[f["item"]]} for f in flags]
@@ -71,7 +70,7 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
             f"<p>{_highlight(doc_words, doc_marks)}</p></div><div><h3>benchmark item</h3>"
             f"<p>{_highlight(item_words, item_marks)}</p></div></div></section>")
     page = folder / "decontamination.html"
-    page.write_text(
+    atomic_write_bytes(page, (
         "<!doctype html><meta charset='utf-8'><title>Decontamination review</title><style>"
         "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
         ".pair{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}.pair p{font-size:13px;line-height:1.5;"
@@ -81,5 +80,5 @@ def write_review(out: Path, flags: list[dict], n: int) -> Path:
         f"<h1>Decontamination review</h1><p>{len(rows)} flagged sample(s); highest overlap first"
         f"{f', the first {_CAP} shown' if len(rows) > _CAP else ''}. Highlighted: the {n}-grams the sample and "
         "the item share (normalised text). To keep a false positive, add <code>source/id</code> to "
-        "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards), encoding="utf-8")
+        "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards)).encode())
     return page

@@ -11,18 +11,18 @@ Convolutions pad like EnCodec's `SConv1d`: reflect padding, the odd sample on th
 quantiser follows (published: 4,096 × 512); a code is the nearest codebook row in Euclidean distance,
 computed as the argmin of ||c||² − 2·x·c (||x||² is the same for every row), never a softmax.
 
-Loading: `WavTokenizerEncoder.from_checkpoint(path)` takes the published Lightning `.ckpt` (or the
-folder holding exactly one) and the training `config.yaml` next to it (the Lightning-CLI file: its
+Loading goes through `curation.steps.codecs.load_codec(path, WavTokenizerEncoder)`: a folder with the
+published Lightning `.ckpt` (or a `.safetensors` of its state dict) and the training config
+(`config.yaml`, or the one `*.yaml` there: the Lightning-CLI file, whose
 `model.init_args.feature_extractor.init_args` gives `dowmsamples`, `vq_bins`, `num_quantizers`; the
-rest of the encoder is fixed in the published code and in `PUBLISHED` here). The checkpoint is read
-with `torch.load(weights_only=True)`, tensors only, never pickled objects. Of its top-level
-`state_dict` only `feature_extractor.encodec.encoder.*` and the codebook
-`feature_extractor.encodec.quantizer.vq.layers.0._codebook.embed` are used; the decoder, backbone, head
-and the quantiser's EMA buffers are ignored. Weight norm may be stored as `weight_g`/`weight_v` (the
+rest of the encoder is fixed in the published code and in `PUBLISHED` here). Of the `state_dict` only
+`feature_extractor.encodec.encoder.*` and the codebook
+`feature_extractor.encodec.quantizer.vq.layers.0._codebook.embed` are used, every tensor under the
+encoder's prefix is checked; the decoder, backbone, head, discriminators and the quantiser's EMA
+buffers are skipped. Weight norm may be stored as `weight_g`/`weight_v` (the
 `torch.nn.utils.weight_norm` hooks the published model was trained with), as
 `parametrizations.weight.original0/original1` (newer torch), or already folded into `weight`; the
-effective weight g·v/||v|| is computed once at load time. A missing or misshaped tensor is an
-`InputError` naming it. `WavTokenizerEncoder.seeded(config, seed)` builds the same architecture with
+effective weight g·v/||v|| is computed once at load time. `WavTokenizerEncoder.seeded(config, seed)` builds the same architecture with
 seeded random weights (small configs for the demo and tests), its last conv and codebook fitted to a
 seeded synthetic clip so that codes spread over the codebook: valid, deterministic codes, not
 meaningful ones; nothing is downloaded.
@@ -38,17 +38,18 @@ four did in tests); the codes before them are the same.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from curation.errors import InputError
+from curation.steps.codecs import Layout
 
 PREFIX = "feature_extractor.encodec."                          # where the Lightning module keeps EnCodec
 CODEBOOK_KEY = PREFIX + "quantizer.vq.layers.0._codebook.embed"
+# weight norm as stored: torch.nn.utils.weight_norm's hooks (the published files), then parametrizations
+_NORM_FORMS = (("weight_g", "weight_v"), ("parametrizations.weight.original0", "parametrizations.weight.original1"))
 
 # The encoder hyper-parameters the published `EncodecFeatures` hard-codes (only the ratios and the
 # codebook come from its config.yaml).
@@ -158,6 +159,11 @@ def _full_config(cfg: dict) -> dict:
 
 
 class WavTokenizerEncoder(nn.Module):
+    """The encoder and codebook of WavTokenizer; the family protocol of `curation.steps.codecs`."""
+    kind = "audio"
+    config_files = ("config.yaml", "*.yaml")       # the training config, saved beside the checkpoint
+    weight_files = ("*.safetensors", "*.ckpt")
+
     def __init__(self, cfg: dict):
         super().__init__()
         self.config = _full_config(cfg)
@@ -194,33 +200,53 @@ class WavTokenizerEncoder(nn.Module):
         return model
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path) -> "WavTokenizerEncoder":
-        """The published Lightning checkpoint: a `.ckpt` with `config.yaml` beside it, or their folder."""
-        import yaml
-        path = Path(path)
-        if path.is_dir():
-            ckpts = sorted(path.glob("*.ckpt"))
-            if len(ckpts) != 1:
-                raise InputError(f"audio tokenizer {path}: expected exactly one .ckpt file there, found "
-                                 f"{[p.name for p in ckpts] or 'none'}; put the published WavTokenizer "
-                                 f"checkpoint there (nothing is downloaded at run time)")
-            ckpt_path = ckpts[0]
-        else:
-            ckpt_path = path
-        cfg_path = ckpt_path.parent / "config.yaml"
-        for p in (ckpt_path, cfg_path):
-            if not p.is_file():
-                raise InputError(f"audio tokenizer {path}: {p} is missing; put the published WavTokenizer "
-                                 f".ckpt and its training config (saved as config.yaml) side by side "
-                                 f"(nothing is downloaded at run time)")
-        try:
-            raw = yaml.safe_load(cfg_path.read_text())
-        except yaml.YAMLError as e:
-            raise InputError(f"{cfg_path}: not valid YAML ({e})") from None
-        model = cls(_checkpoint_config(raw, cfg_path))
-        state = _load_state(ckpt_path)
-        model.load_state_dict(_effective_state(model, state, ckpt_path, cfg_path))
-        return model
+    def from_configs(cls, configs: dict[str, object]) -> "WavTokenizerEncoder":
+        (name, raw), = configs.items()
+        return cls(_checkpoint_config(raw, name))
+
+    @property
+    def codebook_size(self) -> int:
+        return self.config["n_codes"]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config["dim"]
+
+    def layout(self, names: set[str]) -> Layout:
+        """The published tensors this encoder needs, each weight-normed conv in the form the file uses."""
+        expected = {}
+        for key, value in self.state_dict().items():
+            shape = tuple(value.shape)
+            if key == "codebook":
+                expected[CODEBOOK_KEY] = shape
+                continue
+            name = PREFIX + key
+            base = name[:-len(".weight")]
+            if key.endswith("conv.conv.weight") and name not in names:   # weight-normed: g and v
+                g, v = next(((g, v) for g, v in _NORM_FORMS if f"{base}.{g}" in names or f"{base}.{v}" in names),
+                            _NORM_FORMS[0])
+                expected[f"{base}.{g}"] = (shape[0], *([1] * (len(shape) - 1)))
+                expected[f"{base}.{v}"] = shape
+            else:
+                expected[name] = shape
+        return Layout(expected, scope=(PREFIX + "encoder.",), unused=None)
+
+    def assemble(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This module's state dict from the published tensors, weight norm folded into `weight`."""
+        out = {}
+        for key in self.state_dict():
+            if key == "codebook":
+                out[key] = tensors[CODEBOOK_KEY]
+                continue
+            name = PREFIX + key
+            if name in tensors:
+                out[key] = tensors[name]
+                continue
+            base = name[:-len(".weight")]
+            g, v = next((tensors[f"{base}.{g}"], tensors[f"{base}.{v}"]) for g, v in _NORM_FORMS
+                        if f"{base}.{v}" in tensors)
+            out[key] = _fold_weight_norm(v, g)
+        return out
 
     @torch.inference_mode()
     def encode(self, wave: torch.Tensor) -> torch.Tensor:
@@ -267,7 +293,7 @@ def _synthetic_clip(frames: int, hop: int, sample_rate: int, gen: torch.Generato
     return torch.cat(parts)[:frames * hop]
 
 
-def _checkpoint_config(raw, cfg_path: Path) -> dict:
+def _checkpoint_config(raw, cfg_path: str) -> dict:
     """The encoder config from the published Lightning-CLI config.yaml (or a flat one like the seeded yaml)."""
     if isinstance(raw, dict) and "n_codes" in raw:
         return raw
@@ -289,82 +315,6 @@ def _checkpoint_config(raw, cfg_path: Path) -> dict:
             "n_codes": int(args.get("vq_bins", _DEFAULT_BINS))}
 
 
-def _load_state(ckpt_path: Path) -> dict:
-    try:
-        try:
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as e:
-            if "mmap" not in str(e):
-                raise
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)  # a legacy (non-zip) file
-    except Exception as e:  # an object that is not a plain tensor dict is refused, never unpickled
-        raise InputError(f"{ckpt_path}: not a weights-only checkpoint ({type(e).__name__}: {e}); "
-                         f"convert it to a plain state dict") from None
-    state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else None
-    if not isinstance(state, dict):
-        raise InputError(f"{ckpt_path}: no `state_dict` of tensors in it; expected a Lightning checkpoint")
-    return state
-
-
 def _fold_weight_norm(v: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """g · v / ||v||, the norm over every dimension but the first (weight_norm's default dim=0)."""
-    return v * (g / v.flatten(1).norm(dim=1).view(-1, *([1] * (v.dim() - 1))))
-
-
-def _effective_state(model: WavTokenizerEncoder, state: dict, ckpt_path: Path, cfg_path: Path) -> dict:
-    """The model's state dict taken from the published keys; weight norm folded into `weight`."""
-    def tensor(key):
-        value = state.get(key)
-        return value if isinstance(value, torch.Tensor) else None
-
-    out, missing, shaped = {}, [], []
-    for key, like in model.state_dict().items():
-        if key == "codebook":
-            name, value = CODEBOOK_KEY, tensor(CODEBOOK_KEY)
-        else:
-            name, value = PREFIX + key, tensor(PREFIX + key)
-            if value is None and key.endswith("conv.conv.weight"):   # weight-normed: g and v
-                base = name[:-len(".weight")]
-                name = f"{base}.weight_g/.weight_v"
-                for g_key, v_key in ((f"{base}.weight_g", f"{base}.weight_v"),
-                                     (f"{base}.parametrizations.weight.original0",
-                                      f"{base}.parametrizations.weight.original1")):
-                    g, v = tensor(g_key), tensor(v_key)
-                    if g is None or v is None:
-                        continue
-                    if v.shape != like.shape or g.numel() != like.shape[0]:
-                        shaped.append(f"{v_key} {tuple(v.shape)} / {g_key} {tuple(g.shape)} "
-                                      f"(expected {tuple(like.shape)})")
-                        name = None
-                    else:
-                        value = _fold_weight_norm(v.float(), g.float().reshape(-1, *([1] * (v.dim() - 1))))
-                    break
-        if value is None:
-            if name is not None:
-                missing.append(name)
-        elif value.shape != like.shape:
-            shaped.append(f"{name} {tuple(value.shape)} (expected {tuple(like.shape)})")
-        else:
-            out[key] = value.to(torch.float32)
-    if missing or shaped:
-        more = f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise InputError(f"{ckpt_path}: does not fit {cfg_path.name}: missing {missing[:5]}{more}, "
-                         f"misshaped {shaped[:5]}; use the checkpoint and the config published together")
-    return out
-
-
-@lru_cache(maxsize=2)
-def load_audio_codec(path: str) -> WavTokenizerEncoder:
-    """A seeded configuration (`*.yaml` with `seed`) or a published checkpoint (folder or `.ckpt`)."""
-    p = Path(path)
-    if p.is_dir() or p.suffix == ".ckpt":
-        return WavTokenizerEncoder.from_checkpoint(p)
-    if not p.is_file():
-        raise InputError(f"audio tokenizer {p}: no such file or folder; give a seeded codec yaml or the "
-                         f"folder with the published checkpoint and config.yaml")
-    import yaml
-    cfg = yaml.safe_load(p.read_text())
-    if not isinstance(cfg, dict) or "seed" not in cfg:
-        raise InputError(f"audio tokenizer {p}: a codec yaml needs `seed` (a seeded demo configuration); "
-                         f"for the published model give the folder with its .ckpt and config.yaml")
-    return WavTokenizerEncoder.seeded(cfg, seed=int(cfg["seed"]))
+    return v * (g.reshape(-1, *([1] * (v.dim() - 1))) / v.flatten(1).norm(dim=1).view(-1, *([1] * (v.dim() - 1))))

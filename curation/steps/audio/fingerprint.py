@@ -18,7 +18,7 @@ Exact duplicates - `pcm_hash`, `exact_duplicates`
     copies, so it buys next to nothing. The hash is stable for the same decoded audio given the same decoder
     and resampler (libsndfile, soxr version and quality): record those with the hashes.
 
-Near duplicates - `fingerprint`, `compare`, `near_duplicates`, `clusters`
+Near duplicates - `fingerprint`, `compare`, `near_duplicates`
     Fingerprint (Haitsma & Kalker 2002, the ancestor of Chromaprint): the wave is decimated to
     8 kHz, cut into 768-sample (96 ms) Hann frames every 93 samples (11.6 ms, 86 per second), and
     each frame's power spectrum is summed in 33 log-spaced bands from 300 to 3000 Hz (speech
@@ -367,24 +367,3 @@ def near_duplicates(items: Sequence[tuple[Hashable, np.ndarray]], ber_threshold:
             a, b = sorted((keys[i], keys[j]))
             out.append((a, b, ber))
     return sorted(out, key=lambda r: (r[0], r[1]))
-
-
-def clusters(keys: Iterable[Hashable], pairs: Iterable[tuple]) -> dict[Hashable, Hashable]:
-    """Cluster id of every key: the smallest key of its connected component under `pairs`
-    ((key_a, key_b, ...) tuples, e.g. from near_duplicates and exact_duplicates)."""
-    parent: dict[Hashable, Hashable] = {k: k for k in keys}
-
-    def root(k):
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return k
-
-    for a, b, *_ in pairs:
-        parent.setdefault(a, a)
-        parent.setdefault(b, b)
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            lo, hi = (ra, rb) if ra < rb else (rb, ra)
-            parent[hi] = lo
-    return {k: root(k) for k in sorted(parent)}

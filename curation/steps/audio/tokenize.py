@@ -1,38 +1,41 @@
-"""The tokenize step of audio clips: bucket, encode with the audio codec, interleave, write.
+"""The tokenize step of audio clips: bucket, encode with the audio codec, interleave.
 
 A task takes one processed shard (a Lhotse Shar directory) and never talks to another task. Clips
 that survived dedup and decontamination are grouped by lhotse's `DynamicBucketingSampler` into
 batches of similar duration (at most `max_batch_seconds` of padded audio), in a fixed order. While
 the codec encodes batch k, a loader thread reads and peak-normalises batch k+1 (-3 dBFS, as the
-codec was trained). A batch is zero-padded to its longest clip; each clip keeps ceil(samples/hop)
-codes minus the last `DROP_LAST` (padding makes them unstable). The codes of every batch are saved
-(`<part>.codes/<k>.npz`) as its checkpoint: a killed task re-encodes only batches it had not saved.
+codec was trained; `curation.steps.encode.prefetch`). A batch is zero-padded to its longest clip;
+each clip keeps ceil(samples/hop) codes minus the last `DROP_LAST` (padding makes them unstable).
+The codes of every batch are checkpointed (`curation.steps.encode.BatchCodes`): a killed task
+re-encodes only batches it had not saved.
 
 Then the sequences are built in (recording, order) order: consecutive transcribed clips become
-interleaved speech-text sequences and transcription pairs (`curation.steps.audio.interleave`), clips
-without a transcript become audio-only sequences (audio start, codes, audio end, end-of-document).
+interleaved speech-text sequences and transcription pairs (`curation.steps.audio.interleave`), then
+every clip with a translation (metadata `translation`) a translation pair, and clips in neither
+become audio-only sequences (audio start, codes, audio end, end-of-document).
 Sequences of up to 8,192 tokens form the stage-2 pool (the source's shards); longer ones the
-long-context pool, written to the source's `.long_context` shards.
+long-context pool (the source's `.long_context` shards). Each sequence is written with the first
+clip it holds (a clip record may carry several sequences, or none), so the shards hold the sequences
+in build order; the step's notes count clips, seconds, codes, batches, padding, sequences by kind
+and by pool (the ledger's `audio` table).
 """
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
+from curation.core.layout import LONG_CONTEXT
 from curation.core.record import Record
 from curation.core.vocab import Vocabulary
-from curation.shards import IndexedWriter
 from curation.steps.audio.codec import WavTokenizerEncoder
 from curation.steps.audio.ingest import peak_normalise
-from curation.steps.audio.interleave import MAX_LEN, Clip, audio_tokens, build
-from curation.steps.base import Step
+from curation.steps.audio.interleave import MAX_LEN, Clip, audio_tokens, build, translation
+from curation.steps.base import ShardStep
+from curation.steps.encode import BatchCodes, prefetch
 
 DROP_LAST = 5
 
@@ -43,6 +46,8 @@ def bucketed_batches(cuts, n: int, max_batch_seconds: float, num_buckets: int = 
     from lhotse.dataset import DynamicBucketingSampler
     if n == 0:
         return iter(())
+    if n == 1:  # lhotse's bucketing needs two buckets at least (it asserts): one clip is one batch
+        return iter([list(cuts)])
     return (list(b) for b in DynamicBucketingSampler(
         cuts, max_duration=max_batch_seconds, num_buckets=max(1, min(num_buckets, n)), shuffle=False,
         drop_last=False, num_cuts_for_bins_estimate=n, seed=0))
@@ -54,17 +59,17 @@ def padding_waste(batches: list[list[float]]) -> float:
     return 1 - sum(sum(b) for b in batches) / total if total else 0.0
 
 
-class AudioTokenizer(Step):
+class AudioTokenizer(ShardStep):
     name = "tokenize"
 
-    def __init__(self, vocab: Vocabulary, codec: WavTokenizerEncoder, *, max_batch_seconds: float,
-                 interleave: bool = True, prefetch: bool = True, max_len: int = MAX_LEN, **kw):
+    def __init__(self, vocab: Vocabulary, codec: WavTokenizerEncoder, *, max_batch_seconds: float, shar_dir,
+                 interleave: bool = True, checkpoint: BatchCodes | None = None, prefetch: bool = True,
+                 max_len: int = MAX_LEN, **kw):
         super().__init__(**kw)
         self.max_len = max_len   # longest sequence of the stage-2 pool
         self.vocab, self.codec, self.max_batch_seconds = vocab, codec, max_batch_seconds
-        self.interleave, self.prefetch = interleave, prefetch
+        self.shar_dir, self.interleave, self.prefetch, self.checkpoint = shar_dir, interleave, prefetch, checkpoint
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}
-        self.counts: dict[str, float] = {}
         if codec.config["n_codes"] > vocab.block("audio").size:
             raise ValueError(f"the audio codec has {codec.config['n_codes']} codes; the vocabulary's audio "
                              f"block holds {vocab.block('audio').size}")
@@ -79,89 +84,88 @@ class AudioTokenizer(Step):
         self.timing["load"] += time.perf_counter() - start
         return torch.from_numpy(padded), lengths
 
-    def _encode(self, batch, loaded, ckpt: Path) -> dict[str, np.ndarray]:
-        pixels, lengths = loaded
+    def _encode(self, batch, loaded) -> list[np.ndarray]:
+        wave, lengths = loaded
         start = time.perf_counter()
-        codes = self.codec.encode(pixels).numpy()
+        codes = self.codec.encode(wave).numpy()
         self.timing["encode"] += time.perf_counter() - start
         hop = self.codec.hop
-        out = {c.id: codes[i, :max(0, math.ceil(lengths[i] / hop) - DROP_LAST)].astype(np.int16)
-               for i, c in enumerate(batch)}
-        tmp = ckpt.with_name(ckpt.name + ".tmp.npz")
-        np.savez(tmp, ids=np.asarray(list(out)), **{f"c{i}": v for i, v in enumerate(out.values())})
-        os.replace(tmp, ckpt)
-        return out
+        return [codes[i, :max(0, math.ceil(lengths[i] / hop) - DROP_LAST)].astype(np.int16) for i in range(len(batch))]
 
-    def encode_all(self, cuts, n: int, codes_dir: Path, fingerprint: str) -> dict[str, np.ndarray]:
-        """Codes per cut id; batches already saved under `codes_dir` (same fingerprint) are reused.
-        Cuts stream from the Shar shard: only the batch being encoded and the next one are in memory."""
-        stamp = codes_dir / "fingerprint"
-        if not stamp.is_file() or stamp.read_text() != fingerprint:
-            shutil.rmtree(codes_dir, ignore_errors=True)
-            codes_dir.mkdir(parents=True)
-            stamp.write_text(fingerprint)
+    def encode_all(self, cuts, n: int) -> dict[str, np.ndarray]:
+        """Codes per cut id; batches saved by an earlier attempt are reused. Cuts stream from the Shar
+        shard: only the batch being encoded and the next one are in memory."""
+        notes = self.stats.notes
+        batches = list(bucketed_batches(cuts, n, self.max_batch_seconds))
         codes: dict[str, np.ndarray] = {}
-        self.counts.update(batches=0, padded_seconds=0.0)
-
-        def pending():
-            for k, batch in enumerate(bucketed_batches(cuts, n, self.max_batch_seconds)):
-                self.counts["batches"] += 1
-                self.counts["padded_seconds"] += len(batch) * max(c.duration for c in batch)
-                path = codes_dir / f"{k:06d}.npz"
-                if path.is_file():
-                    with np.load(path) as z:
-                        codes.update({str(i): z[f"c{j}"] for j, i in enumerate(z["ids"])})
-                else:
-                    yield batch, path
-
-        todo = pending()
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            item = next(todo, None)
-            nxt = pool.submit(self._load, item[0]) if item and self.prefetch else None
-            while item is not None:
-                batch, path = item
-                if self.prefetch:
-                    loaded = nxt.result()
-                    item = next(todo, None)
-                    nxt = pool.submit(self._load, item[0]) if item else None
-                else:
-                    loaded = self._load(batch)
-                    item = next(todo, None)
-                codes.update(self._encode(batch, loaded, path))
+        saved = {}
+        for k, batch in enumerate(batches):
+            notes["batches"] += 1
+            notes["padded_seconds"] += len(batch) * max(c.duration for c in batch)
+            if self.checkpoint is not None and (got := self.checkpoint.load(k, [c.id for c in batch])) is not None:
+                saved[k] = got
+        fresh = prefetch([k for k in range(len(batches)) if k not in saved], lambda k: self._load(batches[k]),
+                         enabled=self.prefetch)
+        for k, batch in enumerate(batches):
+            if k in saved:
+                out = saved[k]
+            else:
+                _, loaded = next(fresh)
+                out = self._encode(batch, loaded)
+                if self.checkpoint is not None:
+                    self.checkpoint.save(k, [c.id for c in batch], out)
+            codes.update({c.id: v for c, v in zip(batch, out)})
         return codes
 
-    def write(self, records: list[Record], shar_dir: Path, writer: IndexedWriter, fingerprint: str,
-              long_writer: IndexedWriter | None = None) -> None:
-        """Sequences of the stage-2 pool go to `writer`, longer ones to `long_writer` (when given)."""
+    def _text_ids(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
+        """Text token ids (int32) per clip id, tokenized in one batch."""
+        encoded = self.vocab.tokenizer.encode_batch(list(texts.values()), add_special_tokens=False) if texts else []
+        return {cid: np.asarray(e.ids, dtype=np.int32) for cid, e in zip(texts, encoded)}
+
+    def encode(self, records: list[Record]) -> Iterator[Record]:
         from lhotse import CutSet
         wall = time.perf_counter()
-        self.stats.records_in = len(records)
-        keep = {r.id for r in records}
-        cuts = CutSet.from_shar(in_dir=str(shar_dir)).filter(lambda c: c.id in keep)  # lazy
-        codes = self.encode_all(cuts, len(keep), Path(f"{writer.prefix}.codes"), fingerprint)
-        clips, unpaired, seconds = [], [], 0.0
-        meta = sorted((str(c.custom["recording"]), int(c.custom["order"]), c.id, c.duration,
-                       c.custom.get("text_tokens") or []) for c in cuts)
-        for recording, order, cid, duration, text in meta:
-            clip = Clip(cid, recording, order, 0.0, duration, codes[cid].astype(np.int64),
-                        np.asarray(text, dtype=np.int32))
+        notes = self.stats.notes
+        notes.update(batches=0, padded_seconds=0.0)
+        if not records:   # every clip of the shard was quarantined or removed: its Shar shard holds no cuts file
+            return
+        by_id = {r.id: r for r in records}
+        cuts = CutSet.from_shar(in_dir=str(self.shar_dir)).filter(lambda c: c.id in by_id)  # lazy
+        codes = self.encode_all(cuts, len(by_id))
+        texts = self._text_ids({r.id: r.text for r in records})
+        translations = self._text_ids({r.id: r.meta["translation"] for r in records if r.meta.get("translation")})
+        clips, translated, unpaired, seconds = [], [], [], 0.0
+        meta = sorted((str(c.custom["recording"]), int(c.custom["order"]), c.id, c.duration) for c in cuts)
+        for recording, order, cid, duration in meta:
+            clip = Clip(cid, recording, order, 0.0, duration, codes[cid].astype(np.int64), texts[cid],
+                        translations.get(cid))
             seconds += duration
-            (clips if clip.transcribed and self.interleave else unpaired).append(clip)
-        sequences = [(s.tokens, s.kind, s.pool) for s in build(clips, self.vocab, max_len=self.max_len)]
+            paired = clip.transcribed and self.interleave
+            if paired:
+                clips.append(clip)
+            if clip.translation is not None:
+                translated.append(clip)
+                notes["translation_text_tokens"] += clip.translation.size
+            elif not paired:
+                unpaired.append(clip)
+        built = build(clips, self.vocab, max_len=self.max_len) + [translation(c, self.vocab, self.max_len)
+                                                                  for c in translated]
+        sequences = [(s.tokens, s.kind, s.pool, s.clip_ids[0]) for s in built]
         eod = np.asarray([self.vocab.eod_id], dtype=np.int32)
         for clip in unpaired:
             tokens = np.concatenate([audio_tokens(clip.codes, self.vocab), eod])
-            sequences.append((tokens, "audio_only", "stage2" if tokens.size <= self.max_len else "long_context"))
-        for tokens, kind, pool in sequences:
-            (long_writer if pool == "long_context" and long_writer is not None else writer).add(tokens)
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-            self.counts[pool] = self.counts.get(pool, 0) + 1
-        self.counts.update({"clips": len(meta), "seconds": round(seconds, 3),
-                            "codes": int(sum(v.size for v in codes.values()))})
-        self.stats.records_out = len(meta)
+            sequences.append((tokens, "audio_only", "stage2" if tokens.size <= self.max_len else "long_context",
+                              clip.id))
+        order: list[Record] = []
+        for tokens, kind, pool, anchor in sequences:
+            # keep build order: a sequence goes with its first clip unless that clip's turn has passed
+            record = by_id[anchor] if not by_id[anchor].shards or order[-1] is by_id[anchor] else order[-1]
+            if not record.shards:
+                order.append(record)
+            record.shards.setdefault(LONG_CONTEXT if pool == "long_context" else "", []).append(tokens)
+            notes[kind] += 1
+            notes[pool] += 1
+        notes.update(clips=len(meta), seconds=round(seconds, 3), codes=int(sum(v.size for v in codes.values())))
         self.timing["wall"] += time.perf_counter() - wall
-        self.stats.seconds += time.perf_counter() - wall
-
-    @staticmethod
-    def cleanup(writer: IndexedWriter) -> None:
-        shutil.rmtree(f"{writer.prefix}.codes", ignore_errors=True)
+        yield from order
+        yield from (r for r in records if not r.shards)

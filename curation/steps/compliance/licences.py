@@ -1,75 +1,86 @@
-"""Licence classes and the recipe's licence policy (Apertus 1.5 §3.1.1).
+"""The recipe's licence policy (Apertus 1.5 §3.1.1), applied per source or per record; it fails closed.
 
-A licence is an SPDX id or free text; `licence_class` maps it to one of LICENCE_CLASSES. SPDX ids are
-looked up exactly (case-insensitive); free text is matched on the markers that decide the class, the
-most restrictive first (a "CC BY-NC-SA" text is non-commercial before it is share-alike; "CC BY-ND"
-is no-derivatives, not permissive: training makes a derivative). Anything
-unrecognised is `unknown`, which the policy treats as a class of its own: exclude it explicitly.
+A source's class comes from its `license` (or `license_class`), see `licence_text`. With a
+`licence_field`, each record that has the field is decided by its own licences instead (see
+`licence_fields` for the shapes read): a record is dropped when any licence it carries is of an
+excluded class (reason `licence_<class>` of the most restrictive excluded one), and kept otherwise.
+The decision and the licence that made it are written into the record's metadata as
+`licence_class` and `licence_decided_by` (e.g. `cc_license_spans: cc_re__cc_re__cc_by_nc_sa_3_0 [nc]`),
+so kept records carry their provenance and a decisions table can show what removed the others.
+A record without the field (or with null in it) keeps the source's class, decided by `source`.
 """
 from __future__ import annotations
 
-import re
-
 from curation.core.record import Drop, Record
 from curation.steps.base import Filter
+from curation.steps.compliance.licence_fields import ABSENT, field_value, licences_in
+from curation.steps.compliance.licence_text import (
+    LICENCE_CLASSES,
+    RANK,
+    Verdict,
+    classify,
+    licence_class,
+)
 
-LICENCE_CLASSES = ("permissive", "share-alike", "no-derivatives", "non-commercial", "research-only", "unknown")
-DEFAULT_EXCLUDED = ("non-commercial", "research-only", "share-alike", "no-derivatives")
+__all__ = ["DEFAULT_EXCLUDED", "LICENCE_CLASSES", "UNKNOWN_ADMITTED", "ApprovedConstituents", "LicencePolicy",
+           "Verdict", "admits_unknown", "classify", "decide", "licence_class", "licence_decision"]
 
-_SPDX = {
-    "permissive": ["MIT", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "Zlib", "Unlicense", "CC0-1.0",
-                   "CC-BY-1.0", "CC-BY-2.0", "CC-BY-2.5", "CC-BY-3.0", "CC-BY-4.0", "ODC-By-1.0", "PDDL-1.0",
-                   "Python-2.0", "BSL-1.0", "PSF-2.0", "MIT-0", "0BSD", "CDLA-Permissive-1.0",
-                   "CDLA-Permissive-2.0", "OFL-1.1", "public-domain"],
-    "share-alike": ["CC-BY-SA-1.0", "CC-BY-SA-2.0", "CC-BY-SA-2.5", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "ODbL-1.0",
-                    "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only", "GPL-3.0-or-later", "LGPL-2.1-only",
-                    "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "AGPL-3.0-only",
-                    "AGPL-3.0-or-later", "MPL-2.0", "EPL-2.0", "CDLA-Sharing-1.0", "GFDL-1.3-or-later"],
-    "no-derivatives": ["CC-BY-ND-1.0", "CC-BY-ND-2.0", "CC-BY-ND-2.5", "CC-BY-ND-3.0", "CC-BY-ND-4.0"],
-    "non-commercial": ["CC-BY-NC-1.0", "CC-BY-NC-2.0", "CC-BY-NC-2.5", "CC-BY-NC-3.0", "CC-BY-NC-4.0",
-                       "CC-BY-NC-SA-2.0", "CC-BY-NC-SA-3.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-3.0",
-                       "CC-BY-NC-ND-4.0"],
-}
-_BY_SPDX = {spdx.lower(): cls for cls, ids in _SPDX.items() for spdx in ids}
-_TEXT = [  # (class, marker) in order of precedence
-    ("research-only", re.compile(r"research[- ]only|academic[- ]use|non[- ]?commercial research|research purposes")),
-    ("non-commercial", re.compile(r"\bnc\b|non[- ]?commercial|no commercial")),
-    ("no-derivatives", re.compile(r"\bnd\b|no[- ]?deriv")),
-    ("share-alike", re.compile(r"\bsa\b|share[- ]?alike|\b[al]?gpl\b|copyleft|odbl")),
-    ("permissive", re.compile(r"\bmit\b|apache|\bbsd\b|cc[- ]?0|public domain|\bpd\b|cc[- ]?by\b|odc[- ]?by"
-                              r"|unlicense|permissive")),
-]
+# what the recipe excludes by default (the schema's LicencePolicy adds unknown and all-rights-reserved)
+DEFAULT_EXCLUDED = ("non-commercial", "research-only", "share-alike", "no-derivatives", "unknown",
+                    "all-rights-reserved")
+UNKNOWN_ADMITTED = "UNKNOWN LICENCES ADMITTED (licence_policy.admit_unknown)"
 
 
-def licence_class(licence: str | None) -> str:
-    if not licence or not licence.strip():
-        return "unknown"
-    text = licence.strip()
-    if text.lower() in _BY_SPDX:
-        return _BY_SPDX[text.lower()]
-    lowered = text.lower().replace("_", " ")
-    for cls, marker in _TEXT:
-        if marker.search(lowered):
-            return cls
-    return "unknown"
+def decide(found: list[tuple[str, Verdict]], excluded: frozenset[str]) -> tuple[str, str]:
+    """(class, decided_by) of a record carrying the licences `found`: the most restrictive excluded one
+    when any is excluded, else the most restrictive of all."""
+    pool = [f for f in found if f[1].cls in excluded] or found
+    where, verdict = max(pool, key=lambda f: RANK[f[1].cls])
+    return verdict.cls, verdict.describe(where)
 
 
 class LicencePolicy(Filter):
     """Drops records whose licence class the recipe excludes: the source's class, or the record's own
-    licence field when the source names one (`licence_field`), which then takes precedence."""
+    licences when the source names a `licence_field` (see the module docstring)."""
     name = "licence"
 
     def __init__(self, source_class: str, excluded: list[str], field: str | None = None, **kw):
         super().__init__(**kw)
+        if source_class not in RANK:
+            raise ValueError(f"licence class {source_class!r} is not one of {LICENCE_CLASSES}")
         self.source_class = source_class
         self.excluded = frozenset(excluded)
         self.field = field
 
     def keep(self, record: Record) -> bool | Drop:
         cls = self.source_class
-        if self.field is not None and isinstance(value := record.meta.get(self.field), str) and value.strip():
-            cls = licence_class(value)
-        return Drop(f"licence_{cls}") if cls in self.excluded else True
+        if self.field is not None:
+            value = field_value(record.meta, self.field)
+            if value is ABSENT:
+                decided_by = "source"
+            else:
+                cls, decided_by = decide(licences_in(value, self.field), self.excluded)
+            record.meta["licence_class"] = cls
+            record.meta["licence_decided_by"] = decided_by
+        else:
+            decided_by = "source"
+        return Drop(f"licence_{cls}", decided_by) if cls in self.excluded else True
+
+
+def licence_decision(licence: dict) -> str:
+    """The sources table's `licence_decision` for the plan's licence spec (`class`, `exclude`, `field`).
+    When the policy admits unknown licences the text ends with UNKNOWN_ADMITTED, for the report to flag."""
+    cls, excluded = licence["class"], set(licence["exclude"])
+    if licence["field"]:
+        text = (f"per record ({licence['field']}: the most restrictive licence present; records without "
+                f"it: source class {cls})")
+    else:
+        text = f"excluded ({cls})" if cls in excluded else "included"
+    return f"{text}; {UNKNOWN_ADMITTED}" if "unknown" not in excluded else text
+
+
+def admits_unknown(licence: dict) -> bool:
+    return "unknown" not in licence["exclude"]
 
 
 class ApprovedConstituents(Filter):

@@ -55,9 +55,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date as _date
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import pyarrow as pa
 from protego import Protego
 
 from curation.core.record import Drop
@@ -189,6 +191,16 @@ class OptOutIndex:
         self.fingerprint: str = digest.hexdigest()
 
     # ---------------------------------------------------------------- loading
+    @staticmethod
+    @lru_cache(maxsize=2)
+    def cached(path: str, agents: tuple[str, ...], fingerprint: str) -> "OptOutIndex":
+        """The index a run was planned with, loaded once per worker process; snapshots that changed
+        since planning are an error, never a silently different opt-out."""
+        index = OptOutIndex.load(path, agents=agents)
+        if index.fingerprint != fingerprint:
+            raise InputError(f"robots.txt snapshots in {path} changed after the run was planned; run again")
+        return index
+
     @classmethod
     def load(cls, path: str | Path, agents: Iterable[str] = DEFAULT_AGENTS) -> OptOutIndex:
         """Load a snapshot folder (`YYYY-MM-DD/<domain>.txt`) or a JSONL file of
@@ -341,4 +353,16 @@ class RobotsOptOut(Filter):
         self.stats.notes["checked"] += 1
         if not self.index.allowlisted(url):
             self.stats.notes["not_allowlisted"] += 1
-        return True if decision.allowed else Drop(REASON_OPT_OUT)
+        return True if decision.allowed else Drop(REASON_OPT_OUT, f"{decision.domain} disallows "
+                                                                  f"{decision.agent} in {decision.snapshot}")
+
+    # the ledger table this step contributes: what the opt-out removed, and what an allow-list would have
+    ledger_tables = {"optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),
+                                          ("records", pa.int64()), ("with_url", pa.int64()), ("removed", pa.int64()),
+                                          ("allowlist_would_remove", pa.int64())])}
+
+    @staticmethod
+    def ledger_rows(run: str, source: str, stats) -> dict[str, list[dict]]:
+        return {"optout": [{"run": run, "source": source, "mode": "robots.txt (page URL)", "records": stats.records_in,
+                            "with_url": stats.notes["checked"], "removed": stats.dropped[REASON_OPT_OUT],
+                            "allowlist_would_remove": stats.notes["not_allowlisted"] + stats.notes["no_url"]}]}

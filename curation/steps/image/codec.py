@@ -7,11 +7,12 @@ code), `quant_conv` to the embedding dimension, and a codebook (131,072 × 256 i
 model). A code is the argmax of the dot product between the feature and the codebook rows, the
 index-backpropagation quantiser's choice; no softmax or one-hot product is ever formed.
 
-Loading: `IBQEncoder.from_checkpoint(folder)` reads `config.yaml` (`ddconfig`, `n_embed`,
-`embed_dim`) and `model.ckpt` with `torch.load(weights_only=True)`: tensors only, never pickled
-objects. Only the `encoder.`, `quant_conv.` and `quantize.` weights are used; a missing or misshaped
-one is an error naming it. `IBQEncoder.seeded(config)` builds the same architecture with seeded random
-weights, for the demo and tests (nothing is downloaded).
+Loading goes through `curation.steps.codecs.load_codec(path, IBQEncoder)`: the published folder
+(BAAI/Emu3.5-VisionTokenizer: `config.yaml` with `ddconfig`, `n_embed`, `embed_dim` and/or
+`config.json`; weights in `model.safetensors` or `model.ckpt`, whose `state_dict` holds `encoder.`,
+`quant_conv.`, `quantize.` and the unused `decoder.`, `post_quant_conv.` tensors under the same names
+as this module's), or `IBQEncoder.seeded(config)`: the same architecture with seeded random weights,
+for the demo and tests (nothing is downloaded).
 
 Precision contract: float32 on CPU; on CUDA float32 with TF32 matmuls and convolutions enabled
 explicitly. Half precision flips codes (the argmax over 131k near-ties is not stable), so any other
@@ -19,15 +20,13 @@ dtype is refused.
 """
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from curation.errors import InputError
+from curation.steps.codecs import Layout
 
 
 def _norm(channels: int) -> nn.GroupNorm:
@@ -118,10 +117,17 @@ class _Quantize(nn.Module):
 
 
 class IBQEncoder(nn.Module):
+    """The encoder half of Emu3.5's IBQ tokenizer; the family protocol of `curation.steps.codecs`."""
+    kind = "image"
+    config_files = ("config.yaml", "config.json")            # both ship in BAAI/Emu3.5-VisionTokenizer
+    weight_files = ("model.safetensors", "model.ckpt")
     patch = 16
 
     def __init__(self, ddconfig: dict, n_embed: int, embed_dim: int):
         super().__init__()
+        if ddconfig.get("double_z", False):
+            raise InputError("image codec: ddconfig.double_z is true: the encoder would emit 2·z_channels, which "
+                             "quant_conv (z_channels in) cannot take; the published config sets it false")
         self.config = {"ddconfig": dict(ddconfig), "n_embed": n_embed, "embed_dim": embed_dim}
         self.encoder = Encoder(**ddconfig)
         self.quant_conv = nn.Conv2d(ddconfig["z_channels"], embed_dim, 1)
@@ -129,37 +135,44 @@ class IBQEncoder(nn.Module):
         self.patch = 2 ** (len(ddconfig["ch_mult"]) - 1)
         self.eval()
 
+    @property
+    def codebook_size(self) -> int:
+        return self.config["n_embed"]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config["embed_dim"]
+
     @classmethod
     def seeded(cls, config: dict, seed: int = 0) -> "IBQEncoder":
         torch.manual_seed(seed)
         return cls(config["ddconfig"], int(config["n_embed"]), int(config["embed_dim"]))
 
     @classmethod
-    def from_checkpoint(cls, folder: str | Path) -> "IBQEncoder":
-        import yaml
-        folder = Path(folder)
-        cfg_path, ckpt_path = folder / "config.yaml", folder / "model.ckpt"
-        for p in (cfg_path, ckpt_path):
-            if not p.is_file():
-                raise InputError(f"image tokenizer {folder}: {p.name} is missing; put the published config.yaml "
-                                 f"and model.ckpt there (nothing is downloaded at run time)")
-        cfg = yaml.safe_load(cfg_path.read_text())
-        cfg = cfg.get("model", {}).get("params", cfg)  # the published file nests them under model.params
-        model = cls(cfg["ddconfig"], int(cfg["n_embed"]), int(cfg["embed_dim"]))
-        try:
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        except Exception as e:  # an object that is not a plain tensor dict is refused, never unpickled
-            raise InputError(f"{ckpt_path}: not a weights-only checkpoint ({type(e).__name__}: {e}); "
-                             f"convert it to a plain state dict") from None
-        state = state.get("state_dict", state)
-        wanted = model.state_dict()
-        mine = {k: v for k, v in state.items() if k.split(".")[0] in ("encoder", "quant_conv", "quantize")}
-        missing = sorted(set(wanted) - set(mine))
-        shaped = [k for k in wanted if k in mine and mine[k].shape != wanted[k].shape]
-        if missing or shaped:
-            raise InputError(f"{ckpt_path}: does not fit config.yaml: missing {missing[:5]}, misshaped {shaped[:5]}")
-        model.load_state_dict({k: mine[k] for k in wanted})
-        return model
+    def from_configs(cls, configs: dict[str, object]) -> "IBQEncoder":
+        """The architecture of `config.yaml` (taming style: `ddconfig`, `n_embed`, `embed_dim`, at the top
+        or under `model.params`) and/or `config.json` (the Hugging Face form, `model_type` Emu3p5VisionVQ:
+        the ddconfig fields flat, `codebook_size`); when both are there they must agree."""
+        parsed = {name: _ibq_config(name, raw) for name, raw in configs.items()}
+        (first, cfg), *rest = parsed.items()
+        for name, other in rest:
+            for key in ("n_embed", "embed_dim", *_SHAPED):
+                a = cfg["ddconfig"].get(key, cfg.get(key))
+                b = other["ddconfig"].get(key, other.get(key))
+                if key in _SHAPED and (a is None or b is None):
+                    continue
+                if _listed(a) != _listed(b):
+                    raise InputError(f"image codec: {first} and {name} disagree on {key} ({a} vs {b}); keep "
+                                     f"the files published together")
+        return cls(cfg["ddconfig"], cfg["n_embed"], cfg["embed_dim"])
+
+    def layout(self, names: set[str]) -> Layout:
+        """Published names are this module's own; the decoder half is present in the files but unused."""
+        return Layout({k: tuple(v.shape) for k, v in self.state_dict().items()},
+                      scope=("encoder.", "quant_conv.", "quantize."), unused=("decoder.", "post_quant_conv."))
+
+    def assemble(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return tensors
 
     @torch.no_grad()
     def encode(self, pixels: torch.Tensor) -> torch.Tensor:
@@ -182,10 +195,38 @@ class IBQEncoder(nn.Module):
         return codes.view(b, h, w)
 
 
-def target_size(width: int, height: int, area: int, patch: int = 16) -> tuple[int, int]:
-    """Resize target keeping the aspect ratio: about `area` pixels, both sides multiples of `patch`."""
-    scale = math.sqrt(area / (width * height))  # as `curation.steps.image.plan.resized` computes it
-    return (max(patch, round(width * scale / patch) * patch), max(patch, round(height * scale / patch) * patch))
+_SHAPED = ("ch", "ch_mult", "num_res_blocks", "attn_resolutions", "resolution", "in_channels", "z_channels",
+           "double_z")   # the ddconfig fields that decide tensor names or shapes
+
+
+def _listed(v):
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
+def _ibq_config(name: str, raw) -> dict:
+    """{"ddconfig", "n_embed", "embed_dim"} from one published config file, or an InputError naming it."""
+    if not isinstance(raw, dict):
+        raise InputError(f"image codec {name}: not a mapping")
+    if name.endswith(".json"):
+        if raw.get("model_type", "Emu3p5VisionVQ") != "Emu3p5VisionVQ":
+            raise InputError(f"image codec {name}: model_type {raw['model_type']!r} is not Emu3p5VisionVQ "
+                             f"(the Emu3.5 vision tokenizer); Emu3's tokenizer has another architecture")
+        need = ("codebook_size", "embed_dim", "z_channels", "ch", "ch_mult", "num_res_blocks", "attn_resolutions",
+                "resolution", "in_channels")
+        missing = [k for k in need if k not in raw]
+        if missing:
+            raise InputError(f"image codec {name}: missing {', '.join(missing)}")
+        dd = {k: raw[k] for k in need[2:]} | {"double_z": raw.get("double_z", False)}
+        return {"ddconfig": dd, "n_embed": int(raw["codebook_size"]), "embed_dim": int(raw["embed_dim"])}
+    cfg = raw.get("model", {}).get("params", raw) if isinstance(raw.get("model"), dict) else raw
+    missing = [k for k in ("ddconfig", "n_embed", "embed_dim") if k not in cfg]
+    if missing:
+        raise InputError(f"image codec {name}: missing {', '.join(missing)} (at the top or under model.params)")
+    dd = cfg["ddconfig"]
+    absent = [k for k in _SHAPED[:-1] if k not in dd]
+    if absent:
+        raise InputError(f"image codec {name}: ddconfig lacks {', '.join(absent)}")
+    return {"ddconfig": dict(dd), "n_embed": int(cfg["n_embed"]), "embed_dim": int(cfg["embed_dim"])}
 
 
 def to_pixels(img, size: tuple[int, int]) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The tokenization plan: every image assigned to a batch, NumPy only, deterministic.
 
-1. Each image's post-resize shape comes from its scanned size (`target_size`: about `area` pixels,
-   sides multiples of 16); its token count is (h/16)·(w/16).
+1. Each image's post-resize shape comes from its scanned size by the encoder path's own resize rule
+   (`curation.steps.image.resize.target_size`: about `area` pixels, sides multiples of 16); its token
+   count is (h/16)·(w/16).
 2. Rows are cut into windows of about `window` consecutive rows, each cut moved forward to the next
    document boundary (images of one document never straddle windows, so a document's images are
    encoded together and can be written in order).
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from curation.steps.image.resize import target_size
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -33,17 +36,10 @@ class Plan:
         return float(load.max() / load.mean() - 1) if load.sum() else 0.0
 
 
-def resized(width: np.ndarray, height: np.ndarray, area: int, patch: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    scale = np.sqrt(area / (width.astype(np.float64) * height))
-    w = np.maximum(patch, np.round(width * scale / patch).astype(np.int64) * patch)
-    h = np.maximum(patch, np.round(height * scale / patch).astype(np.int64) * patch)
-    return w, h
-
-
 def plan(width: np.ndarray, height: np.ndarray, document: np.ndarray, *, area: int, budget: int,
          ranks: int, window: int = 4096, patch: int = 16) -> Plan:
     n = width.size
-    w, h = resized(np.asarray(width), np.asarray(height), area, patch)
+    w, h = target_size(np.asarray(width), np.asarray(height), area, patch)
     tokens = (w // patch) * (h // patch)
     if (tokens > budget).any():
         raise ValueError(f"an image needs {int(tokens.max())} tokens, more than the batch budget {budget}")

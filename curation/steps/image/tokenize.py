@@ -1,51 +1,40 @@
-"""The tokenize step of image samples: plan, load, encode with the image codec, lay out, write.
+"""The tokenize step of image samples: plan, load, encode with the image codec, lay out.
 
 A task's images are first assigned to batches by `curation.steps.image.plan` (shape-uniform, at most
 `batch_tokens` codes each, so every batch is one tensor without padding and codes never depend on
-batching). Batches are then written in plan order: while the codec encodes batch k, a loader thread
-decodes, resizes and tokenizes the captions of batch k+1 (`prefetch`). After every batch the
-`ResumableWriter` checkpoints, so a killed task resumes at its first unwritten batch and writes the
-same bytes as an uninterrupted one. A sample's sequence is its caption's text tokens before or after
-the image's layout (`curation.steps.image.codec.layout`), then end-of-document.
+batching). Batches are then encoded in plan order, and samples are emitted in that order: while the
+codec encodes batch k, a loader thread decodes, resizes and tokenizes the captions of batch k+1
+(`curation.steps.encode.prefetch`). The codes of every batch are checkpointed
+(`curation.steps.encode.BatchCodes`), so a killed task resumes at its first unsaved batch and writes
+the same bytes as an uninterrupted one. A sample's sequence is its caption's text tokens before or
+after the image's layout (`curation.steps.image.codec.layout`), then end-of-document.
 """
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-from curation.core.record import Record, StepStats
+from curation.core.record import Record
 from curation.core.vocab import Vocabulary
-from curation.shards import ResumableWriter
-from curation.steps.base import Step
-from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
+from curation.steps.base import ShardStep
+from curation.steps.encode import BatchCodes, prefetch
+from curation.steps.image.codec import IBQEncoder, layout, to_pixels
 from curation.steps.image.decode import decode
 from curation.steps.image.plan import plan
+from curation.steps.image.resize import target_size
 
 
-@lru_cache(maxsize=2)
-def load_codec(path: str) -> IBQEncoder:
-    """A seeded configuration (`*.yaml` with `seed`) or a published checkpoint folder."""
-    p = Path(path)
-    if p.is_dir():
-        return IBQEncoder.from_checkpoint(p)
-    import yaml
-    cfg = yaml.safe_load(p.read_text())
-    return IBQEncoder.seeded(cfg, seed=int(cfg.get("seed", 0)))
-
-
-class ImageTokenizer(Step):
+class ImageTokenizer(ShardStep):
     name = "tokenize"
 
     def __init__(self, vocab: Vocabulary, codec: IBQEncoder, *, area: int, caption: str = "after",
-                 batch_tokens: int = 16384, prefetch: bool = True, **kw):
+                 batch_tokens: int = 16384, checkpoint: BatchCodes | None = None, prefetch: bool = True, **kw):
         super().__init__(**kw)
         self.vocab, self.codec, self.area, self.caption = vocab, codec, area, caption
-        self.batch_tokens, self.prefetch = batch_tokens, prefetch
+        self.batch_tokens, self.prefetch, self.checkpoint = batch_tokens, prefetch, checkpoint
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}   # seconds, for benchmarks
         if self.codec.config["n_embed"] > vocab.block("image").size:
             raise ValueError(f"the image codec has {self.codec.config['n_embed']} codes; the vocabulary's image "
@@ -62,13 +51,16 @@ class ImageTokenizer(Step):
         order = np.lexsort((np.arange(len(records)), p.batch))
         return [list(map(int, idx)) for idx in np.split(order, np.flatnonzero(np.diff(p.batch[order])) + 1)]
 
+    def _texts(self, batch: list[Record]) -> list[list[int]]:
+        return [e.ids for e in self.vocab.tokenizer.encode_batch([r.text for r in batch], add_special_tokens=False)]
+
     def _load(self, batch: list[Record]) -> tuple[torch.Tensor, list[list[int]]]:
         start = time.perf_counter()
         pixels = []
         for r in batch:
             img = decode(r.image)
             pixels.append(to_pixels(img, target_size(img.width, img.height, self.area, self.codec.patch)))
-        texts = [e.ids for e in self.vocab.tokenizer.encode_batch([r.text for r in batch], add_special_tokens=False)]
+        texts = self._texts(batch)
         self.timing["load"] += time.perf_counter() - start
         return torch.stack(pixels), texts
 
@@ -81,28 +73,26 @@ class ImageTokenizer(Step):
             out.append(np.concatenate([*parts, np.asarray([self.vocab.eod_id], dtype=np.int32)]))
         return out
 
-    def write(self, records: list[Record], writer: ResumableWriter) -> None:
-        """Encode `records` batch by batch into `writer`, from its first unwritten batch on."""
+    def encode(self, records: list[Record]) -> Iterator[Record]:
         wall = time.perf_counter()
-        plan_batches = self.batches(records)
-        if writer.batches_done:
-            self.stats = StepStats.from_json(writer.extra["stats"])
-        else:
-            self.stats.records_in = len(records)
-        todo = [[records[i] for i in b] for b in plan_batches[writer.batches_done:]]
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            nxt = pool.submit(self._load, todo[0]) if todo and self.prefetch else None
-            for k, batch in enumerate(todo):
-                if self.prefetch:
-                    pixels, texts = nxt.result()
-                    nxt = pool.submit(self._load, todo[k + 1]) if k + 1 < len(todo) else None
-                else:
-                    pixels, texts = self._load(batch)
+        batches = [[records[i] for i in b] for b in self.batches(records)]
+        ids = [[r.id for r in b] for b in batches]
+        saved = {k: c for k in range(len(batches))
+                 if self.checkpoint is not None and (c := self.checkpoint.load(k, ids[k])) is not None}
+        fresh = prefetch([k for k in range(len(batches)) if k not in saved], lambda k: self._load(batches[k]),
+                         enabled=self.prefetch)
+        for k, batch in enumerate(batches):
+            if k in saved:
+                codes, texts = np.stack(saved[k]), self._texts(batch)
+            else:
+                _, (pixels, texts) = next(fresh)
                 start = time.perf_counter()
                 codes = self.codec.encode(pixels).numpy()
                 self.timing["encode"] += time.perf_counter() - start
-                self.stats.records_out += len(batch)
-                self.stats.notes["batches"] += 1
-                writer.add_batch(self._sequences(codes, texts), extra={"stats": self.stats.to_json()})
+                if self.checkpoint is not None:
+                    self.checkpoint.save(k, ids[k], list(codes))
+            self.stats.notes["batches"] += 1
+            for record, seq in zip(batch, self._sequences(codes, texts)):
+                record.shards = {"": [seq]}
+                yield record
         self.timing["wall"] += time.perf_counter() - wall
-        self.stats.seconds += time.perf_counter() - wall

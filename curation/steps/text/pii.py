@@ -33,6 +33,7 @@ import re
 from collections import Counter
 from functools import lru_cache, partial
 
+import pyarrow as pa
 from datatrove.pipeline.formatters.pii import (
     PIIFormatter,
     PIIReplacer,
@@ -248,3 +249,11 @@ class PIIRedactor(Step):
             record.meta["pii"] = dict(sorted(counts.items()))
             self.replaced.update(counts)
         return record
+
+    # the ledger table this step contributes: replacements per kind and source
+    ledger_tables = {"pii": pa.schema([("run", pa.string()), ("source", pa.string()), ("kind", pa.string()),
+                                       ("replaced", pa.int64())])}
+
+    @staticmethod
+    def ledger_rows(run: str, source: str, stats) -> dict[str, list[dict]]:
+        return {"pii": [{"run": run, "source": source, "kind": k, "replaced": n} for k, n in sorted(stats.notes.items())]}

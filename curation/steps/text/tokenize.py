@@ -1,70 +1,84 @@
-"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended)."""
-from __future__ import annotations
+"""Text tokenization with HF `tokenizers` into the shared vocabulary (EOD appended); conversations are
+rendered in the chat template (`conversation_tokens`).
 
-import time
-from collections.abc import Iterator
+Each record writes one sequence to the source's shards; with `reasoning` (SFT data with reasoning
+spans, `curation.steps.text.reasoning`) it also writes the copy without them to the
+`.no_reasoning` shards, so both hold the same documents in the same order.
+"""
+from __future__ import annotations
 
 import numpy as np
 
-from curation.core.record import Record
+from curation.core.layout import NO_REASONING
+from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
+from curation.errors import RecordError
 from curation.steps.base import BatchStep
-from curation.steps.text.turns import END, MARKERS, split_turns
+from curation.steps.text.chat import ChatMarkers, Rendered, render
+from curation.steps.text.reasoning import ReasoningStripper
+from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation
 
 
 class TextTokenizer(BatchStep):
     name = "tokenize"
 
-    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, **kw):
+    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, reasoning: dict | None = None, **kw):
         super().__init__(**kw)
         self.vocab, self.tokenizer = vocab, vocab.tokenizer
         self.eod = vocab.eod_id
         self.batch_size = batch_size
         fast = getattr(self.tokenizer, "encode_batch_fast", None)  # no offsets: faster, same ids
         self._encode = fast or self.tokenizer.encode_batch
+        self._chat_markers = None
+        self.stripper = ReasoningStripper(self, **reasoning) if reasoning else None
 
-    def _turns(self, record: Record) -> np.ndarray:
-        """A conversation: per turn its role marker, tokens and end-of-turn (see `curation.steps.text.turns`)."""
-        from curation.errors import RecordError
-        turns = split_turns(record.text, record.meta["roles"])
-        if turns is None:
-            raise RecordError("turns_lost", "the turn separators did not survive the text steps")
-        try:
-            marker = {role: self.vocab.marker(name) for role, name in MARKERS.items()}
-            end = self.vocab.marker(END)
-        except KeyError as e:
-            raise RecordError("no_turn_markers", f"vocabulary {self.vocab.id} has no reserved marker {e}") from None
-        parts = []
-        for role, enc in zip(record.meta["roles"], self._encode(turns, add_special_tokens=False)):
-            parts += [marker[role], *enc.ids, end]
-        return np.asarray([*parts, self.eod], dtype=np.int32)
+    @property
+    def chat_markers(self) -> ChatMarkers:
+        if self._chat_markers is None:
+            self._chat_markers = ChatMarkers.from_vocab(self.vocab)
+        return self._chat_markers
 
-    def _flush(self, batch: list[Record]) -> Iterator[Record]:
-        start = time.perf_counter()
-        plain = [r for r in batch if "roles" not in r.meta]
-        # `Encoding.ids` builds a new Python list on every access: read it once per record
-        ids = dict(zip(map(id, plain), (e.ids for e in self._encode([r.text for r in plain],
-                                                                      add_special_tokens=False))))
-        out = []
-        eod = self.eod
-        for record in batch:
-            if "roles" in record.meta:
-                try:
-                    record.tokens = self._turns(record)
-                except Exception as exc:  # noqa: BLE001 - quarantined with its reason
-                    self.fail(record, exc)
-                    continue
-                out.append(record)
-                continue
-            seq = ids[id(record)]
-            if not seq:
-                self.drop(record, "no_text_tokens")
-                continue
-            tokens = np.empty(len(seq) + 1, dtype=np.int32)
-            tokens[:-1] = seq
-            tokens[-1] = eod
-            record.tokens = tokens
-            out.append(record)
-        self.stats.records_out += len(out)
-        self.stats.seconds += time.perf_counter() - start
-        yield from out
+    def render_conversation(self, record: Record, *, thinking: bool = True) -> Rendered:
+        """A conversation (`meta["chat"]`, or `meta["roles"]` as earlier versions stored it) in the Apertus 1.5
+        chat template (`curation.steps.text.chat`), with its placeholders' positions; `thinking=False` leaves
+        the thinking spans out. `placeholder_mismatch` when the placeholders are not one per media item."""
+        chat, text = record.meta.get("chat"), record.text
+        if chat is None:
+            parsed = from_roles(record.text, record.meta["roles"])
+            chat, text = parsed.chat, parsed.text
+        rendered = render(chat, text.split(SEPARATOR), self.chat_markers,
+                          lambda texts: [e.ids for e in self._encode(texts, add_special_tokens=False)],
+                          self.eod, thinking=thinking, special=(self.eod, self.vocab.pad_id))
+        media = record.meta.get("media", [])
+        if [k for _, k in rendered.placeholders] != [m["kind"] for m in media]:
+            raise RecordError("placeholder_mismatch", f"{len(rendered.placeholders)} placeholder(s) "
+                              f"{[k for _, k in rendered.placeholders]}, {len(media)} media item(s) "
+                              f"{[m['kind'] for m in media]} in the record")
+        return rendered
+
+    def conversation_tokens(self, record: Record, *, thinking: bool = True) -> np.ndarray:
+        """The rendered conversation's tokens (`render_conversation`). Its media placeholders stay single tokens
+        unless the source expands them (`curation.steps.text.media_tokenize`)."""
+        return self.render_conversation(record, thinking=thinking).tokens
+
+    def _one(self, record: Record, ids: list[int] | None) -> Record | Drop | Exception:
+        if ids is None:  # a conversation
+            try:
+                tokens = self.conversation_tokens(record)
+            except Exception as exc:  # noqa: BLE001 - quarantined with its reason
+                return exc
+        elif not ids:
+            return Drop("no_text_tokens")
+        else:
+            tokens = np.empty(len(ids) + 1, dtype=np.int32)
+            tokens[:-1] = ids
+            tokens[-1] = self.eod
+        record.shards = {"": [tokens]}
+        if self.stripper is not None:
+            record.shards[NO_REASONING] = [self.stripper(record, tokens)]
+        return record
+
+    def handle(self, batch: list[Record]) -> list[Record | Drop | Exception]:
+        plain = [r for r in batch if not is_conversation(r)]
+        encodings = dict(zip(map(id, plain), self._encode([r.text for r in plain], add_special_tokens=False)))
+        return [self._one(r, encodings[id(r)].ids if id(r) in encodings else None) for r in batch]

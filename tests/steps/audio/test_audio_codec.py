@@ -14,7 +14,11 @@ from curation.steps.audio.codec import (
     PREFIX,
     PUBLISHED,
     WavTokenizerEncoder,
-    load_audio_codec,
+)
+from curation.steps.codecs import load_codec, open_checkpoint
+from tests.checkpoints import (
+    wavtokenizer_state,
+    write_wavtokenizer,
 )
 from tests.conftest import REPO, VOCAB
 
@@ -45,31 +49,6 @@ def one_thread():
 @pytest.fixture(scope="module")
 def encoder():
     return WavTokenizerEncoder.seeded(CONFIG, seed=CONFIG["seed"])
-
-
-def published_state(model: WavTokenizerEncoder, form: str = "weight_g") -> dict:
-    """The model's weights in the published Lightning layout: weight-normed convs as g and v (v scaled by
-    a power of two, which the loader's normalisation takes out exactly), plus parts the encoder ignores."""
-    names = {"weight_g": ("weight_g", "weight_v"),
-             "parametrizations": ("parametrizations.weight.original0", "parametrizations.weight.original1")}[form]
-    state = {}
-    for key, value in model.state_dict().items():
-        if key == "codebook":
-            state[CODEBOOK_KEY] = value.clone()
-        elif key.endswith("conv.conv.weight"):
-            base = PREFIX + key[:-len(".weight")]
-            state[f"{base}.{names[0]}"] = value.flatten(1).norm(dim=1).view(-1, 1, 1)
-            state[f"{base}.{names[1]}"] = value * 4.0
-        else:
-            state[PREFIX + key] = value.clone()
-    n = model.config["n_codes"]
-    state[PREFIX + "quantizer.vq.layers.0._codebook.embed_avg"] = torch.zeros(n, model.config["dim"])
-    state[PREFIX + "quantizer.vq.layers.0._codebook.cluster_size"] = torch.zeros(n)
-    state[PREFIX + "quantizer.vq.layers.0._codebook.inited"] = torch.ones(1)
-    state[PREFIX + "decoder.model.0.conv.conv.weight_g"] = torch.ones(3, 1, 1)
-    state["backbone.embed.weight"] = torch.zeros(2, 2, 7)
-    state["head.out.weight"] = torch.zeros(2, 2)
-    return state
 
 
 def test_config_fits_the_vocabulary_audio_block(encoder):
@@ -127,54 +106,77 @@ def test_batched_clips_match_alone_except_the_last_five_codes(encoder):
 def test_checkpoint_round_trip_in_the_published_layout(encoder, tmp_path):
     wave = clip(20, 24000 + 333)[None]
     expected = encoder.encode(wave)
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({k: v for k, v in CONFIG.items() if k != "seed"}))
-    torch.save({"state_dict": published_state(encoder), "epoch": 3, "global_step": 1000},
-               tmp_path / "wavtokenizer.ckpt")
-    assert torch.equal(WavTokenizerEncoder.from_checkpoint(tmp_path / "wavtokenizer.ckpt").encode(wave), expected)
-    assert torch.equal(WavTokenizerEncoder.from_checkpoint(tmp_path).encode(wave), expected)   # the folder
-    assert torch.equal(load_audio_codec(str(tmp_path)).encode(wave), expected)
+    folder = write_wavtokenizer(tmp_path / "wt", encoder)
+    ckpt = open_checkpoint(folder, WavTokenizerEncoder)
+    assert torch.equal(ckpt.model.encode(wave), expected)
+    assert ckpt.skipped == 7        # EMA buffers, decoder, backbone, head, discriminator: present, unused
+    assert torch.equal(open_checkpoint(folder / "wavtokenizer.ckpt", WavTokenizerEncoder).model.encode(wave), expected)
+    assert torch.equal(load_codec(str(folder), WavTokenizerEncoder).encode(wave), expected)
 
-    torch.save({"state_dict": published_state(encoder, "parametrizations")}, tmp_path / "wavtokenizer.ckpt")
-    assert torch.equal(WavTokenizerEncoder.from_checkpoint(tmp_path).encode(wave), expected)
+    other = write_wavtokenizer(tmp_path / "parametrized", encoder, state=wavtokenizer_state(encoder, "parametrizations"),
+                               name="wavtokenizer_large_unify_600_24k.safetensors",
+                               config_name="wavtokenizer_smalldata_frame40_3s_nq1_code4096_dim512_kmeans200_attn.yaml")
+    assert torch.equal(open_checkpoint(other, WavTokenizerEncoder).model.encode(wave), expected)
+
+
+def test_published_size_encoder_from_the_lightning_config(tmp_path):
+    """The published widths (32 filters, 512 dimensions, 4,096 codes) from the Lightning-CLI config, the
+    weights as weight_g/weight_v in a Lightning `state_dict`: loaded, checked and encoding as built."""
+    from curation.steps.audio.codec import _checkpoint_config
+    torch.manual_seed(5)
+    cfg = _checkpoint_config({"model": {"init_args": {"feature_extractor": {"init_args": {"dowmsamples": [6, 5, 5, 4],
+                                                                                            "vq_bins": 4096}}}}}, "c")
+    model = WavTokenizerEncoder(cfg)
+    model.codebook.normal_()
+    folder = write_wavtokenizer(tmp_path / "large", model, flat_config=False,
+                                name="wavtokenizer_large_unify_600_24k.ckpt")
+    ckpt = open_checkpoint(folder, WavTokenizerEncoder)
+    convs = sum(k.endswith("conv.conv.weight") for k in model.state_dict())
+    assert convs == 18 and ckpt.used == len(model.state_dict()) + convs     # every conv weight as g and v
+    assert ckpt.model.config == model.config
+    wave = clip(30, 24000)[None]
+    assert torch.equal(ckpt.model.encode(wave), model.encode(wave))
 
 
 def test_checkpoint_errors_name_the_tensor(encoder, tmp_path):
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({k: v for k, v in CONFIG.items() if k != "seed"}))
-    ckpt = tmp_path / "wavtokenizer.ckpt"
-    state = published_state(encoder)
+    def refused(state, match):
+        folder = write_wavtokenizer(tmp_path / f"case{len(list(tmp_path.iterdir()))}", encoder, state=state)
+        with pytest.raises(InputError, match=match):
+            open_checkpoint(folder, WavTokenizerEncoder)
+        return folder
+
+    state = wavtokenizer_state(encoder)
     del state[PREFIX + "encoder.model.3.conv.conv.weight_g"]
-    torch.save({"state_dict": state}, ckpt)
-    with pytest.raises(InputError, match=r"missing .*encoder\.model\.3\.conv\.conv\.weight_g"):
-        WavTokenizerEncoder.from_checkpoint(ckpt)
-
-    state = published_state(encoder)
+    refused(state, r"missing tensor feature_extractor\.encodec\.encoder\.model\.3\.conv\.conv\.weight_g "
+                   r"\(expected shape \(16, 1, 1\)\)")
+    state = wavtokenizer_state(encoder)
     state[CODEBOOK_KEY] = torch.zeros(1024, CONFIG["dim"])
-    torch.save({"state_dict": state}, ckpt)
-    with pytest.raises(InputError, match=r"misshaped .*_codebook\.embed \(1024, 64\)"):
-        WavTokenizerEncoder.from_checkpoint(ckpt)
-
-    state = published_state(encoder)
+    refused(state, r"misshapen tensor .*_codebook\.embed: shape \(1024, 64\) in the file, \(4096, 64\) expected")
+    state = wavtokenizer_state(encoder)
     state[PREFIX + "encoder.model.0.conv.conv.weight_v"] = torch.zeros(8, 1, 5)
-    torch.save({"state_dict": state}, ckpt)
-    with pytest.raises(InputError, match=r"misshaped .*model\.0\.conv\.conv\.weight_v \(8, 1, 5\)"):
-        WavTokenizerEncoder.from_checkpoint(ckpt)
+    refused(state, r"misshapen tensor .*model\.0\.conv\.conv\.weight_v: shape \(8, 1, 5\) in the file, \(8, 1, 7\)")
+    state = wavtokenizer_state(encoder)
+    state[PREFIX + "encoder.model.13.lstm.weight_ih_l2"] = torch.zeros(512, 128)   # a third LSTM layer
+    refused(state, r"unexpected tensor .*encoder\.model\.13\.lstm\.weight_ih_l2 \(shape \(512, 128\)\)")
+    state = wavtokenizer_state(encoder)
+    del state[CODEBOOK_KEY]
+    folder = refused(state, r"missing tensor feature_extractor\.encodec\.quantizer\.vq\.layers\.0\._codebook\.embed")
 
-    torch.save({"state_dict": published_state(encoder), "extra": np.dtype("float32")}, ckpt)
+    torch.save({"state_dict": wavtokenizer_state(encoder), "extra": np.dtype("float32")}, folder / "wavtokenizer.ckpt")
     with pytest.raises(InputError, match="weights-only"):     # a pickled object is refused, not unpickled
-        WavTokenizerEncoder.from_checkpoint(ckpt)
-
-    (tmp_path / "config.yaml").unlink()
-    with pytest.raises(InputError, match="config.yaml"):
-        WavTokenizerEncoder.from_checkpoint(ckpt)
-    with pytest.raises(InputError, match="nowhere is missing"):
-        WavTokenizerEncoder.from_checkpoint(tmp_path / "nowhere")
-    ckpt.rename(tmp_path / "elsewhere.txt")
-    with pytest.raises(InputError, match="exactly one .ckpt"):
-        WavTokenizerEncoder.from_checkpoint(tmp_path)
+        open_checkpoint(folder, WavTokenizerEncoder)
+    (folder / "second.ckpt").write_bytes(b"")
+    with pytest.raises(InputError, match=r"2 weights files match \*\.ckpt"):
+        open_checkpoint(folder, WavTokenizerEncoder)
+    (folder / "config.yaml").unlink()
+    with pytest.raises(InputError, match=r"no configuration file \(config\.yaml or \*\.yaml\)"):
+        open_checkpoint(folder / "second.ckpt", WavTokenizerEncoder)
+    with pytest.raises(InputError, match="no such file or folder"):
+        load_codec(str(tmp_path / "nowhere"), WavTokenizerEncoder)
     bad = tmp_path / "noseed.yaml"
     bad.write_text("n_codes: 4096\n")
     with pytest.raises(InputError, match="seed"):
-        load_audio_codec(str(bad))
+        load_codec(str(bad), WavTokenizerEncoder)
 
 
 def test_published_lightning_config_gives_the_published_encoder(tmp_path):
@@ -203,9 +205,9 @@ def test_published_lightning_config_gives_the_published_encoder(tmp_path):
 
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"init_args": {"feature_extractor": {
         "init_args": {"num_quantizers": 4}}}}}))
-    torch.save({"state_dict": {}}, tmp_path / "m.ckpt")
+    torch.save({"state_dict": {"x": torch.zeros(1)}}, tmp_path / "m.ckpt")
     with pytest.raises(InputError, match="num_quantizers"):
-        WavTokenizerEncoder.from_checkpoint(tmp_path)
+        open_checkpoint(tmp_path, WavTokenizerEncoder)
 
 
 def test_precision_contract(encoder):
@@ -217,6 +219,6 @@ def test_precision_contract(encoder):
 
 
 def test_load_audio_codec_seeded_yaml_is_cached():
-    a = load_audio_codec(str(CONFIG_PATH))
-    assert a is load_audio_codec(str(CONFIG_PATH))
+    a = load_codec(str(CONFIG_PATH), WavTokenizerEncoder)
+    assert a is load_codec(str(CONFIG_PATH), WavTokenizerEncoder)
     assert a.config["n_codes"] == 4096

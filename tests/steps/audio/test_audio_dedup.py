@@ -6,11 +6,11 @@ run only where ../shared/data/audio exists and are skipped with that reason othe
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from curation.core.graph import key_components
 from curation.steps.audio import fingerprint as D
 from tests.conftest import SHARED_DATA
 
@@ -207,13 +207,13 @@ def test_clusters_smallest_key_and_order_independent():
     items, truth = _collection()
     found = D.near_duplicates(items)
     keys = [k for k, _ in items]
-    cl = D.clusters(keys, found)
+    cl = key_components(keys, found)
     for k in keys:  # 'gain' < 'orig' < 'rs' < 'trim'
         assert cl[k] == (f"src{truth[k]}/gain" if truth[k] < 6 else k)
-    assert D.clusters(keys[::-1], found[::-1]) == cl
-    assert D.clusters(["b", "a", "c", "d"], [("c", "d", 0.1), ("b", "c", 0.2)]) == {"a": "a", "b": "b", "c": "b", "d": "b"}
+    assert key_components(keys[::-1], found[::-1]) == cl
+    assert key_components(["b", "a", "c", "d"], [("c", "d", 0.1), ("b", "c", 0.2)]) == {"a": "a", "b": "b", "c": "b", "d": "b"}
     exact = D.exact_duplicates([("z", b"h"), ("y", b"h")])
-    assert D.clusters(["x", "y", "z"], exact) == {"x": "x", "y": "y", "z": "y"}
+    assert key_components(["x", "y", "z"], exact) == {"x": "x", "y": "y", "z": "y"}
 
 
 # ---------------------------------------------------------------------------------- real clips

@@ -1,6 +1,8 @@
 """The IBQ image encoder: seeded and checkpoint loading, argmax codes, precision contract, layouts."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +10,10 @@ import yaml
 from PIL import Image
 
 from curation.errors import InputError
-from curation.steps.image.codec import IBQEncoder, layout, target_size, to_pixels
+from curation.steps.codecs import load_codec, open_checkpoint
+from curation.steps.image.codec import IBQEncoder, layout, to_pixels
+from curation.steps.image.resize import target_size
+from tests.checkpoints import ibq_state, write_ibq
 from tests.conftest import REPO, VOCAB
 
 CONFIG = yaml.safe_load((REPO / "tokenizers" / "curate-demo-ibq.yaml").read_text())
@@ -46,25 +51,77 @@ def test_precision_contract_and_sizes(encoder):
     assert w % 16 == h % 16 == 0 and abs(w * h - 256 * 256) / (256 * 256) < 0.1 and abs(w / h - 1000 / 600) < 0.1
 
 
-def test_checkpoint_loads_weights_only(encoder, tmp_path):
-    state = {f"{k}": v for k, v in encoder.state_dict().items()}
-    state["decoder.conv_in.weight"] = torch.zeros(1)  # parts the encoder does not need are ignored
-    folder = tmp_path / "ibq"
-    folder.mkdir()
-    (folder / "config.yaml").write_text(yaml.safe_dump({"model": {"params": {
-        "ddconfig": CONFIG["ddconfig"], "n_embed": CONFIG["n_embed"], "embed_dim": CONFIG["embed_dim"]}}}))
-    torch.save({"state_dict": state}, folder / "model.ckpt")
-    loaded = IBQEncoder.from_checkpoint(folder)
-    pixels = to_pixels(picture(3), (64, 64))[None]
-    assert torch.equal(loaded.encode(pixels), encoder.encode(pixels))
+@pytest.mark.parametrize("weights, configs", [("model.ckpt", ("config.yaml",)),
+                                              ("model.safetensors", ("config.json",)),
+                                              ("model.safetensors", ("config.yaml", "config.json"))])
+def test_published_layout_loads_and_encodes_like_the_model(encoder, tmp_path, weights, configs):
+    folder = write_ibq(tmp_path / "Emu3.5-VisionTokenizer", encoder, weights=weights, configs=configs)
+    ckpt = open_checkpoint(folder, IBQEncoder)
+    assert (ckpt.weights_file, ckpt.config_files) == (weights, list(configs))
+    assert ckpt.used == len(encoder.state_dict()) and ckpt.skipped == 5      # the decoder half: present, unused
+    pixels = torch.stack([to_pixels(picture(3), (64, 64)), to_pixels(picture(4), (64, 64))])
+    assert torch.equal(ckpt.model.encode(pixels), encoder.encode(pixels))
+    cached = load_codec(folder, IBQEncoder)
+    assert cached is load_codec(folder, IBQEncoder) and torch.equal(cached.encode(pixels), encoder.encode(pixels))
 
-    torch.save({"state_dict": state, "extra": Image.new("RGB", (1, 1))}, folder / "model.ckpt")
+
+def test_config_nested_under_model_params_and_a_weights_file_path(encoder, tmp_path):
+    folder = write_ibq(tmp_path / "ibq", encoder)
+    (folder / "config.yaml").write_text(yaml.safe_dump({"model": {"params": yaml.safe_load(
+        (folder / "config.yaml").read_text())}}))
+    pixels = to_pixels(picture(5), (48, 32))[None]
+    assert torch.equal(open_checkpoint(folder / "model.ckpt", IBQEncoder).model.encode(pixels), encoder.encode(pixels))
+
+
+def test_bad_checkpoints_are_refused_naming_the_tensor(encoder, tmp_path):
+    def refused(state, match, **kw):
+        folder = write_ibq(tmp_path / f"case{len(list(tmp_path.iterdir()))}", encoder, state=state, **kw)
+        with pytest.raises(InputError, match=match):
+            open_checkpoint(folder, IBQEncoder)
+
+    state = ibq_state(encoder)
+    del state["encoder.down.2.block.0.nin_shortcut.weight"]
+    refused(state, r"missing tensor encoder\.down\.2\.block\.0\.nin_shortcut\.weight \(expected shape \(64, 32, 1, 1\)\)")
+    state = ibq_state(encoder)
+    state["quantize.embedding.weight"] = torch.zeros(8192, 64)
+    refused(state, r"misshapen tensor quantize\.embedding\.weight: shape \(8192, 64\) in the file, \(4096, 64\) "
+                   r"expected by config\.yaml")
+    state = ibq_state(encoder)
+    state["encoder.down.4.attn.1.q.weight"] = torch.zeros(128, 128, 1, 1)
+    refused(state, r"unexpected tensor encoder\.down\.4\.attn\.1\.q\.weight \(shape \(128, 128, 1, 1\)\)")
+    state = ibq_state(encoder)
+    state["loss.discriminator.main.0.weight"] = torch.zeros(1)  # an unknown part: not the published layout
+    refused(state, r"unexpected tensor loss\.discriminator")
+    state = ibq_state(encoder)
+    state["quant_conv.weight"] = state["quant_conv.weight"].to(torch.bfloat16)
+    refused(state, r"quant_conv\.weight is stored in half precision", weights="model.safetensors")
+    state = {**ibq_state(encoder), "encoder.conv_in.weight": torch.zeros(1)}
+    del state["quant_conv.bias"]
+    refused(state, r"2 problem\(s\)(.|\n)*misshapen tensor encoder\.conv_in\.weight(.|\n)*missing tensor quant_conv\.bias")
+
+    folder = write_ibq(tmp_path / "pickled", encoder)
+    torch.save({"state_dict": ibq_state(encoder), "extra": Image.new("RGB", (1, 1))}, folder / "model.ckpt")
     with pytest.raises(InputError, match="weights-only"):   # a pickled object is refused, not unpickled
-        IBQEncoder.from_checkpoint(folder)
-    del state["quant_conv.weight"]
-    torch.save({"state_dict": state}, folder / "model.ckpt")
-    with pytest.raises(InputError, match="quant_conv.weight"):
-        IBQEncoder.from_checkpoint(folder)
+        open_checkpoint(folder, IBQEncoder)
+
+
+def test_bad_folders_and_configs_are_refused(encoder, tmp_path):
+    folder = write_ibq(tmp_path / "both", encoder, configs=("config.yaml", "config.json"))
+    raw = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**raw, "num_res_blocks": 4}))
+    with pytest.raises(InputError, match=r"config\.yaml and config\.json disagree on num_res_blocks \(1 vs 4\)"):
+        open_checkpoint(folder, IBQEncoder)
+    (folder / "config.json").write_text(json.dumps({**raw, "model_type": "Emu3VisionVQ"}))
+    with pytest.raises(InputError, match="not Emu3p5VisionVQ"):
+        open_checkpoint(folder, IBQEncoder)
+    (folder / "config.json").unlink()
+    (folder / "model.ckpt").unlink()
+    with pytest.raises(InputError, match=r"no weights file \(model\.safetensors or model\.ckpt\)"):
+        open_checkpoint(folder, IBQEncoder)
+    with pytest.raises(InputError, match="a codec yaml needs `seed`"):   # the published config, not its folder
+        load_codec(folder / "config.yaml", IBQEncoder)
+    with pytest.raises(InputError, match="no such file or folder"):
+        load_codec(tmp_path / "nowhere", IBQEncoder)
 
 
 @pytest.mark.parametrize("end_of_row, eor_count", [("between", 3), ("after_each", 4)])

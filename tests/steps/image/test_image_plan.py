@@ -7,7 +7,8 @@ import tarfile
 import numpy as np
 from PIL import Image
 
-from curation.steps.image.plan import plan, resized
+from curation.steps.image.plan import plan
+from curation.steps.image.resize import target_size
 from curation.steps.image.scan import scan_tar
 
 
@@ -50,7 +51,7 @@ def test_plan_batches_are_shape_uniform_within_budget_and_windows_snap_to_docume
     height = rng.choice([480, 600, 768, 1000], n)
     document = np.repeat(np.arange(n // 5), 5)[:n]  # documents of 5 images
     p = plan(width, height, document, area=256 * 256, budget=4096, ranks=8, window=512)
-    w, h = resized(width, height, 256 * 256)
+    w, h = target_size(width, height, 256 * 256)
     for b in range(p.tokens.size):
         rows = np.flatnonzero(p.batch == b)
         assert len({(int(h[r]), int(w[r])) for r in rows}) == 1          # one tensor shape per batch
@@ -62,6 +63,23 @@ def test_plan_batches_are_shape_uniform_within_budget_and_windows_snap_to_docume
     assert np.array_equal(again.batch, p.batch) and np.array_equal(again.rank, p.rank)
     replan = plan(width, height, document, area=256 * 256, budget=8192, ranks=3, window=512)
     assert replan.tokens.max() <= 8192 and replan.imbalance(3) < 0.02
+
+
+def test_one_resize_rule_for_the_plan_and_the_encoder_path():
+    """The plan's shapes (arrays) are the shapes the encoder path resizes each image to (ints): one rule."""
+    rng = np.random.default_rng(1)
+    width, height = rng.integers(1, 5000, 3000), rng.integers(1, 5000, 3000)
+    for area in (256, 16384, 512 * 512):
+        w, h = target_size(width, height, area)
+        assert w.dtype == h.dtype == np.int64
+        pairs = [target_size(int(a), int(b), area) for a, b in zip(width, height)]
+        assert all(type(x) is int and type(y) is int for x, y in pairs)
+        assert [p[0] for p in pairs] == w.tolist() and [p[1] for p in pairs] == h.tolist()
+        assert (w % 16 == 0).all() and (h % 16 == 0).all() and (w >= 16).all() and (h >= 16).all()
+    assert target_size(1000, 600, 256 * 256) == (336, 192)        # 330.4 → 336, 198.3 → 192
+    assert target_size(1, 4000, 256 * 256) == (16, 16192)         # at least one patch per side
+    assert target_size(24, 24, 24 * 24) == (32, 32)               # 1.5 patches rounds half to even: 2
+    assert target_size(40, 40, 40 * 40) == (32, 32)               # 2.5 → 2
 
 
 def test_fast_headers_agree_with_pil():

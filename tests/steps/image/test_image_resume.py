@@ -23,30 +23,24 @@ def _recipe(tmp_path):
     return path
 
 
-def test_resumable_writer_drops_a_half_written_batch_and_restarts_on_a_new_fingerprint(tmp_path):
-    from curation.shards import ResumableWriter, read_tokens
-    prefix = tmp_path / "part"
-    w = ResumableWriter(prefix, "fp1")
-    w.add_batch([np.arange(3), np.arange(2)], extra={"n": 1})
-    w._bin.write(np.arange(7, dtype=np.int32).tobytes())  # a batch in flight when the task died
-    w.abort()
-    w = ResumableWriter(prefix, "fp1")
-    assert (w.batches_done, w.lengths, w.extra) == (1, [3, 2], {"n": 1})
-    w.add_batch([np.arange(4)], extra={"n": 2})
-    w.close()
-    assert read_tokens(prefix).tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
-    assert not (tmp_path / "part.ckpt.json").exists()
-    w = ResumableWriter(tmp_path / "other", "fp1")
-    w.add_batch([np.arange(2)], extra={})
-    w.abort()
-    assert ResumableWriter(tmp_path / "other", "fp2").batches_done == 0  # another task's state: start over
+def test_batch_codes_keep_finished_batches_for_one_fingerprint_only(tmp_path):
+    from curation.steps.encode import BatchCodes
+    codes = BatchCodes(tmp_path / "part.codes", "fp1")
+    codes.save(0, ["a", "b"], [np.arange(3), np.arange(2)])
+    (tmp_path / "part.codes" / "000001.npz.tmp.npz").write_bytes(b"half a batch")  # in flight when killed
+    again = BatchCodes(tmp_path / "part.codes", "fp1")
+    assert again.saved() == 1 and [c.tolist() for c in again.load(0, ["a", "b"])] == [[0, 1, 2], [0, 1]]
+    assert again.load(0, ["a", "c"]) is None and again.load(1, ["x"]) is None   # other ids, unsaved batch
+    assert BatchCodes(tmp_path / "part.codes", "fp2").saved() == 0   # another task's codes: start over
+    codes.clear()
+    assert not (tmp_path / "part.codes").exists()
 
 
 @pytest.mark.slow
 def test_killed_image_worker_resumes_from_its_last_batch_and_writes_the_same_shards(tmp_path):
     from curation.commands.run import run
     recipe = _recipe(tmp_path)
-    run(recipe, tmp_path / "a", workers=1, progress=False)
+    run(recipe, tmp_path / "a", progress=False)
     shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
     b = tmp_path / "b"
     # forget the captioned shard's tokenization, as if its worker had never finished
@@ -57,13 +51,13 @@ def test_killed_image_worker_resumes_from_its_last_batch_and_writes_the_same_sha
         if f.is_file():
             f.unlink()
     assert killed_worker(recipe, b, "captioned", CODEC, 3) == -signal.SIGKILL
-    [ckpt] = (b / "tokenized" / "captioned" / "parts").glob("*.ckpt.json")
-    assert json.loads(ckpt.read_text())["batches"] == 2   # two batches written before the kill
+    [codes] = (b / "tokenized" / "captioned" / "parts").glob("*.codes")
+    assert len(list(codes.glob("*.npz"))) == 2             # two batches saved before the kill
     total = tokenize_shard(recipe, b, "captioned", CODEC)
     [expected] = [json.loads(p.read_text())
                   for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "captioned").glob("*.json")]
     batches = expected["stats"][-1]["notes"]["batches"]
     assert batches >= 4 and total == batches - 2           # only the unwritten batches were encoded
-    run(recipe, b, workers=1, progress=False)              # merge and ledger
+    run(recipe, b, progress=False)              # merge and ledger
     for part in (tmp_path / "a" / "tokenized" / "captioned").rglob("*.*"):
         assert part.read_bytes() == (b / part.relative_to(tmp_path / "a")).read_bytes(), part.name

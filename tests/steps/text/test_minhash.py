@@ -137,7 +137,7 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
     write_jsonl(tmp_path / "old" / "a.jsonl", _docs("old", originals[:6]))
     first = make_recipe(tmp_path / "old", {"web": [tmp_path / "old" / "a.jsonl"]},
                         extra="dedup: {exact: null, minhash: {}}")
-    old = run(first, tmp_path / "out-old", workers=2, progress=False)
+    old = run(first, tmp_path / "out-old", progress=False)
     assert old.rows["clusters"] == []
 
     # new data: three re-crawls of old documents and three fresh ones
@@ -145,7 +145,7 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
     write_jsonl(tmp_path / "new" / "b.jsonl", _docs("new", new_texts))
     extra = f"dedup: {{exact: null, minhash: {{index: [{tmp_path / 'out-old'}]}}}}"
     second = make_recipe(tmp_path / "new", {"web": [tmp_path / "new" / "b.jsonl"]}, extra=extra)
-    res = run(second, tmp_path / "out-new", workers=2, progress=False)
+    res = run(second, tmp_path / "out-new", progress=False)
     assert res.rows["tokens"][0]["documents"] == 3
     near = {(d["reason"], d["records"]) for d in res.rows["drops"]}
     assert near == {("near_duplicate", 3)}
@@ -156,7 +156,7 @@ def test_incremental_dedup_against_an_earlier_run(tmp_path):
     mismatched = make_recipe(tmp_path / "new", {"web": [tmp_path / "new" / "b.jsonl"]},
                              extra=f"dedup: {{minhash: {{ngram: 3, index: [{tmp_path / 'out-old'}]}}}}")
     with pytest.raises(RecipeError, match="the settings must match"):
-        from curation.commands.run import load_plan
+        from curation.plan.graph import load_plan
         load_plan(mismatched)
     assert load_recipe(second).recipe.dedup.minhash.index
 
@@ -165,6 +165,7 @@ def test_band_partitions_give_the_same_edges(tmp_path):
     """Splitting a band by hash range (the shuffle) changes which task finds an edge, never the edges."""
     from curation.core.atomic import save_array
     from curation.core.layout import edges_path, sig_path
+    from curation.core.node import Node
     from curation.corpus.minhash import run_band
 
     rng = np.random.default_rng(0)
@@ -175,8 +176,8 @@ def test_band_partitions_give_the_same_edges(tmp_path):
     def edges(parts: int, scope: str) -> list:
         found = []
         for part in range(parts):
-            spec = {"band": 1, "part": part, "partitions": parts, "scope": scope, "index": []}
-            run_band(str(tmp_path), f"band-{parts}-{part}-{scope}", "fp", spec, shards)
+            spec = {"band": 1, "part": part, "partitions": parts, "scope": scope, "index": [], "shards": shards}
+            run_band(tmp_path, Node("band", None, f"{parts}-{part}-{scope}", "fp", spec=spec))
             found += np.load(edges_path(tmp_path, 1, part)).tolist()
         return sorted(map(tuple, found))
 

@@ -1,166 +1,140 @@
-"""The fast quality filters give datatrove's verdicts, reasons and edited texts: datatrove's own
-`filter()` and curate's step run side by side on every document of the benchmark corpora and on
-adversarial documents, for settings of every parameter the recipe schema exposes."""
+"""The quality and toxicity record steps, applying the committed demo models (recipes/classifiers/models)."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
-from datatrove.data import Document
-from datatrove.pipeline import filters as dt_filters
-from datatrove.utils.word_tokenizers import load_word_tokenizer
+from pydantic import TypeAdapter, ValidationError
 
-from curation.core.record import Drop, Record
-from curation.recipe import schema
-from curation.steps.text.filters import _DATATROVE, DatatroveFilter
-from curation.steps.text.quality import DECIDE
-from curation.steps.text.word_cache import WordCache
-from tests.steps.text.texts import BENCH, CORPORA, DOCUMENTS, corpus
+from curation.core.record import QuarantineSink, Record
+from curation.errors import RecipeError
+from curation.recipe.filters import FilterConfig, QualityScore, Toxicity
+from curation.steps.text.modality import build_filter
+from curation.steps.text.quality import FastTextScorer, QualityStep, ToxicityStep
+from tests.conftest import REPO
 
-MODELS = {"gopher_quality": schema.GopherQualityFilter, "gopher_repetition": schema.GopherRepetitionFilter,
-          "c4_quality": schema.C4QualityFilter, "fineweb_quality": schema.FineWebQualityFilter}
-# Per filter: the defaults, everything switched off (so that later checks and their divisions are
-# reached), strict and loose settings; together they set every field of the recipe schema.
-SETTINGS = {
-    "gopher_quality": [
-        {},
-        {"min_doc_words": 0, "max_doc_words": 0, "min_avg_word_length": 0, "max_avg_word_length": 0,
-         "max_symbol_word_ratio": 0, "max_bullet_lines_ratio": 0, "max_ellipsis_lines_ratio": 0,
-         "max_non_alpha_words_ratio": 0, "min_stop_words": 0},
-        {"min_doc_words": 0, "min_avg_word_length": 0, "max_avg_word_length": 0, "max_symbol_word_ratio": 0},
-        {"min_doc_words": 5, "max_doc_words": 400, "min_avg_word_length": 4, "max_avg_word_length": 6,
-         "max_symbol_word_ratio": 0.01, "max_bullet_lines_ratio": 0.1, "max_ellipsis_lines_ratio": 0.05,
-         "max_non_alpha_words_ratio": 0.95, "min_stop_words": 4, "stop_words": ["the", "a", "of", "und", "de"]},
-        {"min_doc_words": 1, "max_avg_word_length": 100, "max_symbol_word_ratio": 1.0, "min_stop_words": 1,
-         "stop_words": []},
-    ],
-    "gopher_repetition": [
-        {},
-        {"dup_line_frac": 0, "dup_para_frac": 0, "dup_line_char_frac": 0, "dup_para_char_frac": 0},
-        {"dup_line_frac": 0.05, "dup_para_frac": 0.05, "dup_line_char_frac": 0.02, "dup_para_char_frac": 0.02},
-        {"dup_line_frac": 1, "dup_para_frac": 1, "dup_line_char_frac": 1, "dup_para_char_frac": 1},
-    ],
-    "c4_quality": [
-        {},
-        {"split_paragraph": False},
-        {"remove_citations": False, "filter_no_terminal_punct": False, "min_num_sentences": 0,
-         "min_words_per_line": 0},
-        {"max_word_length": 8, "min_words_per_line": 10, "min_num_sentences": 1},
-        {"filter_lorem_ipsum": False, "filter_javascript": False, "filter_curly_bracket": False,
-         "filter_policy": False, "min_num_sentences": 12, "split_paragraph": False},
-    ],
-    "fineweb_quality": [
-        {},
-        {"line_punct_thr": 0, "short_line_thr": 1, "char_duplicates_ratio": 1, "new_line_ratio": 0.01},
-        {"line_punct_exclude_zero": True, "short_line_length": 100, "line_punct_thr": 0.5},
-        {"short_line_thr": 0.1, "short_line_length": 0, "char_duplicates_ratio": 0.0, "new_line_ratio": 1},
-    ],
-}
+MODELS = REPO / "recipes" / "classifiers" / "models"
+QUALITY, TOXICITY = MODELS / "demo-quality.ftz", MODELS / "demo-toxicity.ftz"
+CFG = TypeAdapter(FilterConfig)
+
+PROSE = ("The city council approved the new budget on Tuesday after a long debate. The plan raises spending "
+         "on schools and public transport, and the mayor said the decision would help families.")
+NAV = "Home | Login | Cart\nShop now\nClick here\nHome | Login"
+DE = ("Der Stadtrat hat am Dienstag nach langer Debatte den neuen Haushalt beschlossen. Der Plan erhöht die "
+      "Ausgaben für Schulen und den Nahverkehr.")
 
 
-def configs(kind: str, language: str):
-    for params in SETTINGS[kind]:
-        yield MODELS[kind](type=kind, language=language, **params)
+def _recs(texts, meta=None):
+    return [Record(id=str(i), source="s", text=t, meta=dict(meta or {})) for i, t in enumerate(texts)]
 
 
-def test_settings_cover_every_schema_field():
-    for kind, model in MODELS.items():
-        fields = set(model.model_fields) - {"type", "language", "on_error"}
-        assert fields <= {k for params in SETTINGS[kind] for k in params}, kind
-
-
-def datatrove_says(cfg, text: str):
-    """datatrove's filter(): (verdict, the document's text afterwards), or the exception's type."""
-    params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
-    f = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
-    doc = Document(text=text, id="x")
-    try:
-        verdict = f.filter(doc)
-    except Exception as e:  # noqa: BLE001 - compared by type
-        return type(e).__name__
-    return verdict, doc.text
-
-
-def curate_says(cfg, text: str):
-    params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
-    f = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
-    try:
-        verdict = DECIDE[cfg.type](f, text, WordCache.for_language(cfg.language))
-    except Exception as e:  # noqa: BLE001
-        return type(e).__name__
-    if isinstance(verdict, tuple) and verdict[0] is True:
-        return True, verdict[1]
-    return verdict, text
-
-
-def _warm(language: str) -> None:
-    # spaCy keeps "IS_ALPHA" the first time a vocabulary sees it and drops it afterwards; both paths
-    # share datatrove's tokenizer for such texts, past that first time
-    load_word_tokenizer(language).word_tokenize("IS_ALPHA")
-
-
-def assert_filters_agree(texts: list[str], language: str, kinds=tuple(SETTINGS)) -> set:
-    _warm(language)
-    seen = set()
-    for text in texts:
-        for kind in kinds:
-            for cfg in configs(kind, language):
-                expected = datatrove_says(cfg, text)
-                assert curate_says(cfg, text) == expected, (cfg, text[:200])
-                seen.add(str(expected[0]) if isinstance(expected, tuple) else expected)
-    return seen
-
-
-@pytest.mark.parametrize("language", ["eng", "deu", "spa"])
-def test_adversarial_documents_every_setting(language):
-    seen = assert_filters_agree(DOCUMENTS, language)
-    assert "ZeroDivisionError" in seen and "True" in seen and len(seen) > 10
-
-
-def test_benchmark_sample_every_setting():
-    texts = [t for name in BENCH for t in corpus(name)[::40]]
-    seen = assert_filters_agree(texts, "eng")
-    assert len(seen) > 15
-
-
-def _old_step(kind: str, f, record: Record):
-    """What the step did before: datatrove's filter() on a Document, edits carried back."""
-    doc = Document(text=record.text, id=record.id, metadata={})
-    verdict = f.filter(doc)
-    if isinstance(verdict, tuple):
-        return True if verdict[0] else Drop(verdict[1] or kind)
-    if not verdict:
-        return Drop(kind)
-    if doc.text != record.text:
-        if not doc.text.strip():
-            return Drop(f"{kind}_emptied")
-        record.text = doc.text
-    return True
-
-
-def run_chain(texts: list[str], language: str, steps) -> list:
-    out = []
-    for i, text in enumerate(texts):
-        record, trail = Record(str(i), "s", text), []
-        for step in steps:
-            try:
-                verdict = step(record)
-            except Exception as e:  # noqa: BLE001
-                verdict = type(e).__name__
-            trail.append(verdict.reason if isinstance(verdict, Drop) else verdict)
-            if verdict is not True:
-                break
-        out.append((trail, record.text))
+def _run(step, records):
+    out = list(step.run(records))
+    st = step.stats
+    assert st.records_in == st.records_out + sum(st.dropped.values()) + sum(st.quarantined.values())
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name,language", CORPORA)
-def test_every_corpus_document_through_the_chain(name, language):
-    """The four steps in the benchmark's order, defaults: same drops, reasons and kept texts."""
-    texts = corpus(name)
-    _warm(language)
-    kinds = ["gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
-    new = [DatatroveFilter(MODELS[k](type=k, language=language), source="s").keep for k in kinds]
-    old = [lambda r, k=k, f=getattr(dt_filters, _DATATROVE[k])(language=language): _old_step(k, f, r) for k in kinds]
-    theirs, ours = run_chain(texts, language, old), run_chain(texts, language, new)
-    assert ours == theirs
-    assert len({str(t) for t, _ in theirs}) > 3  # several outcomes exercised
+def test_quality_step_puts_the_score_in_metadata_whatever_the_batch():
+    texts = [PROSE, NAV, DE] * 5
+    scores = []
+    for batch in (1, 4, 256):
+        step = QualityStep(QualityScore(type="quality", model=str(QUALITY), field="q", batch_size=batch))
+        out = _run(step, _recs(texts))
+        assert len(out) == len(texts) and not step.stats.dropped
+        scores.append([r.meta["q"] for r in out])
+        assert all(isinstance(s, float) and 0 < s < 1.0000101 for s in scores[-1])
+        assert all(isinstance(r.meta["language"], str) for r in out)  # set by the step's own LID
+    assert scores[0] == scores[1] == scores[2]
+    assert scores[0] == FastTextScorer(QUALITY, "hq").score(texts)
+    assert out[0].meta["language"] == "en" and out[2].meta["language"] == "de"
+
+
+def test_quality_step_keeps_a_language_set_by_an_earlier_filter():
+    step = QualityStep(QualityScore(type="quality", model=str(QUALITY)))
+    out = _run(step, _recs([PROSE], {"language": "xx", "language_score": 0.9}))
+    assert out[0].meta["language"] == "xx" and "quality_score" in out[0].meta
+
+
+def test_a_model_trained_for_another_label_set_is_refused():
+    with pytest.raises(RecipeError) as e:
+        QualityStep(QualityScore(type="quality", model=str(TOXICITY)))
+    msg = str(e.value)
+    assert "['clean', 'toxic']" in msg and "['hq', 'lq']" in msg and "toxicity" in msg
+    with pytest.raises(RecipeError, match=r"\['hq', 'lq'\].*\['clean', 'toxic'\]"):
+        ToxicityStep(Toxicity(type="toxicity", model=str(QUALITY)))
+
+
+def test_a_card_of_another_model_or_no_card_is_refused(tmp_path):
+    shutil.copy(QUALITY, tmp_path / "m.ftz")
+    with pytest.raises(RecipeError, match="model card .* not found"):
+        QualityStep(QualityScore(type="quality", model=str(tmp_path / "m.ftz")))
+    shutil.copy(MODELS / "demo-toxicity.card.json", tmp_path / "m.card.json")
+    with pytest.raises(RecipeError, match="describes another model file"):
+        QualityStep(QualityScore(type="quality", model=str(tmp_path / "m.ftz")))
+
+
+def test_toxicity_drops_with_reason_toxic_and_counts_per_language():
+    texts = ["You are a pathetic idiot, so shut up.", "Thanks for the article: I learned something new today.",
+             "Du bist ein erbärmlicher Versager, also halt die Klappe.", "Danke für den Artikel: eine Quelle wäre hilfreich."]
+    step = ToxicityStep(Toxicity(type="toxicity", model=str(TOXICITY)))
+    out = _run(step, _recs(texts))
+    assert [r.text for r in out] == [texts[1], texts[3]]
+    assert step.stats.dropped == {"toxic": 2}
+    assert step.stats.notes == {"scored:en": 2, "scored:de": 2, "toxic:en": 1, "toxic:de": 1}
+    assert all(r.meta["toxicity_score"] < 0.5 for r in out)
+
+
+
+def test_toxicity_counts_per_language_become_ledger_rows():
+    from curation.ledger.schema import SCHEMAS
+    from curation.steps.registry import LEDGER_STEPS
+    texts = ["You are a pathetic idiot, so shut up.", "Thanks for the article: I learned something new today.",
+             "Du bist ein erbärmlicher Versager, also halt die Klappe."]
+    step = ToxicityStep(Toxicity(type="toxicity", model=str(TOXICITY)))
+    _run(step, _recs(texts))
+    assert ToxicityStep in LEDGER_STEPS and "toxicity" in SCHEMAS
+    assert ToxicityStep.ledger_rows("run", "src", step.stats) == {"toxicity": [
+        {"run": "run", "source": "src", "language": "de", "scored": 1, "toxic": 1, "toxic_share": 1.0},
+        {"run": "run", "source": "src", "language": "en", "scored": 2, "toxic": 1, "toxic_share": 0.5}]}
+
+def test_toxicity_thresholds_per_language():
+    texts = ["You are a pathetic idiot, so shut up.", "Du bist ein erbärmlicher Versager, also halt die Klappe."]
+    scores = FastTextScorer(TOXICITY, "toxic").score(texts)
+    cfg = Toxicity(type="toxicity", model=str(TOXICITY), threshold={"en": 0.0, "de": 1.0, "default": 0.5}, field=None)
+    step = ToxicityStep(cfg)
+    assert scores[1] < 1.0   # so the German one stays under its threshold
+    recs = _recs(texts, {"language": "en"})
+    recs[1].meta["language"] = "de"
+    out = _run(step, recs)
+    assert [r.id for r in out] == ["1"] and "toxicity_score" not in out[0].meta
+    assert step.threshold("fr") == 0.5 and step.threshold("de_Latn") == 1.0
+
+
+def test_recipe_configs_validate_and_build_through_the_registry():
+    q = CFG.validate_python({"type": "quality", "model": "classifiers/models/demo-quality.ftz"})
+    assert isinstance(q, QualityScore) and q.field == "quality_score" and q.labels == ["hq", "lq"]
+    step = build_filter(q, source="s", sink=QuarantineSink(), base_dir=REPO / "recipes")
+    assert isinstance(step, QualityStep)
+    t = CFG.validate_python({"type": "toxicity", "model": "x.ftz", "threshold": {"en": 0.4, "default": 0.5}})
+    assert t.threshold == {"en": 0.4, "default": 0.5}
+    with pytest.raises(ValidationError, match="needs a `default` entry"):
+        CFG.validate_python({"type": "toxicity", "model": "x.ftz", "threshold": {"en": 0.4}})
+    with pytest.raises(ValidationError, match=r"must lie in \[0, 1\]"):
+        CFG.validate_python({"type": "toxicity", "model": "x.ftz", "threshold": 1.5})
+    with pytest.raises(ValidationError):
+        CFG.validate_python({"type": "quality", "model": "x.ftz", "treshold": 1})
+
+
+def test_a_record_that_cannot_be_scored_meets_on_error_and_the_rest_are_scored():
+    step = QualityStep(QualityScore(type="quality", model=str(QUALITY), on_error="quarantine"))
+    out = _run(step, _recs([PROSE, "bad \udc80 surrogate", DE]))
+    assert [r.id for r in out] == ["0", "2"]
+    assert sum(step.stats.quarantined.values()) == 1 and len(step.sink.entries) == 1
+
+
+def test_card_of_the_shipped_demo_model_matches_it():
+    card = json.loads((MODELS / "demo-quality.card.json").read_text())
+    from curation.core.hashing import sha256_file
+    assert card["model"]["sha256"] == sha256_file(QUALITY) and card["model"]["bytes"] < 300_000

@@ -1,0 +1,29 @@
+"""A node of the run's graph: one task of one phase, with its fingerprint.
+
+`phase` names the task function (`process`, `tokenize`, `merge`, or a corpus phase's stage such as
+`band`); `spec` holds plain, JSON-able data the task needs (it travels to Ray workers); `deps` are
+the keys of the nodes whose outputs it reads. The fingerprint covers the settings the node reads,
+its inputs' content and the fingerprints of those nodes, so a completion marker with the same
+fingerprint means the outputs are current and a re-run skips the node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from curation import __version__
+
+CODE_EPOCH = __version__  # outputs of a different curate version are recomputed
+
+
+@dataclass
+class Node:
+    phase: str
+    source: str | None
+    shard: str | None
+    fingerprint: str
+    deps: list[str] = field(default_factory=list)
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return "/".join(p for p in (self.phase, self.source, self.shard) if p)

@@ -1,0 +1,135 @@
+"""Ledger rows from a finished plan: every count comes from task markers or from the shards.
+
+The core tables are built here; the tables that steps, modalities and corpus-wide phases contribute
+are asked of their declarations (`LEDGER_STEPS`, `Modality.ledger_table`, `CorpusPhase.ledger_rows`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from curation import __version__
+from curation.acquire.feeds import feed_rows
+from curation.acquire.sources import read_acquired
+from curation.core.layout import source_prefix
+from curation.core.record import StepStats
+from curation.ledger.conservation import check_conservation, check_written
+from curation.ledger.environment import environment_row
+from curation.plan.graph import Plan
+from curation.plan.pipeline import compliance
+from curation.shards.counting import count_tokens_by_modality
+from curation.steps.compliance.licences import licence_decision
+from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
+from curation.steps.registry import LEDGER_STEPS, MODALITIES
+
+
+def optout_mode(plan: Plan, src) -> str:
+    if src.optout == "not_available":
+        return NOT_TECHNICALLY_AVAILABLE
+    return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
+
+
+def step_chain(markers: dict, source: str, shard: str) -> list[StepStats]:
+    process = markers[f"process/{source}/{shard}"]["stats"]
+    tokenize = markers[f"tokenize/{source}/{shard}"]["stats"]
+    return [StepStats.from_json(s) for s in (*process, *tokenize)]
+
+
+def _source_row(plan: Plan, src, out: Path) -> dict:
+    files = plan.recipe.inputs[src.name]
+    acquired = read_acquired(out / "raw", src.name) if src.acquire else None
+    comp = next(n.spec["compliance"] for n in plan.process if n.source == src.name) if files else \
+        compliance(plan.recipe, src, None)   # no input files: the same licence spec the tasks would get
+    return {"source": src.name, "source_fingerprint": next(n.fingerprint for n in plan.merge if n.source == src.name),
+            "modality": src.modality, "category": src.category,
+            "revision": src.revision or (acquired or {}).get("revision"), "licence": src.license,
+            "licence_class": comp["licence"]["class"], "weight": src.weight,
+            "included": None, "excluded_reason": None,  # set once the stages are planned
+            "input_files": len(files), "input_bytes": sum(f.size for f in files),
+            "licence_decision": licence_decision(comp["licence"]),
+            "optout_mode": optout_mode(plan, src), "pii": ", ".join(comp["pii"]) if comp["pii"] else "none",
+            "acquired": acquired["kind"] if acquired else None,
+            "fetched_sha256": acquired["fetched_sha256"] if acquired else None}, acquired
+
+
+def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
+    """Summed step counts of a source over its shards, in chain order; conservation checked per shard."""
+    totals: dict[str, StepStats] = {}
+    for f in files:
+        chain = step_chain(markers, source, f.shard_id)
+        check_conservation(source, f.shard_id, chain)
+        check_written(source, f.shard_id, chain, markers[f"tokenize/{source}/{f.shard_id}"]["records"])
+        for st in chain:
+            t = totals.setdefault(st.step, StepStats(st.step))
+            t.records_in += st.records_in
+            t.records_out += st.records_out
+            t.dropped.update(st.dropped)
+            t.quarantined.update(st.quarantined)
+            t.seconds += st.seconds
+            t.notes.update(st.notes)
+    return totals
+
+
+def _step_rows(run: str, source: str, totals: dict[str, StepStats]) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for pos, (name, t) in enumerate(totals.items()):
+        rows["steps"].append({
+            "run": run, "source": source, "position": pos, "step": name, "records_in": t.records_in,
+            "records_out": t.records_out, "dropped": sum(t.dropped.values()),
+            "quarantined": sum(t.quarantined.values()), "seconds": round(t.seconds, 6)})
+        rows["drops"] += [{"run": run, "source": source, "step": name, "reason": reason, "records": n}
+                          for reason, n in sorted(t.dropped.items())]
+        rows["quarantine"] += [{"run": run, "source": source, "step": name, "reason": reason, "records": n}
+                               for reason, n in sorted(t.quarantined.items())]
+    return rows
+
+
+def runs_row(plan: Plan, started_at: str | None, finished_at: str | None) -> dict:
+    """The run's row: what ran (recipe fingerprint, vocabulary, curate version, stages) and the execution
+    columns (UTC start and end, host, library versions; `curation.ledger.environment`)."""
+    r = plan.recipe.recipe
+    return {"run": plan.recipe.fingerprint, "recipe": r.name, "vocabulary": plan.vocab.id,
+            "vocabulary_sha256": plan.vocab.sha256, "curate_version": __version__,
+            "stages": ", ".join(s.name for s in r.stages), **environment_row(started_at, finished_at)}
+
+
+def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None = None,
+               finished_at: str | None = None) -> dict[str, list[dict]]:
+    """All rows but the mixture's; `started_at`/`finished_at` (UTC ISO, `environment.utc_now`) are the
+    run's, from `curate run`."""
+    run = plan.recipe.fingerprint
+    r = plan.recipe.recipe
+    rows: dict[str, list[dict]] = defaultdict(list)
+    rows["runs"].append(runs_row(plan, started_at, finished_at))
+    all_totals: dict[str, dict[str, StepStats]] = {}
+    for src in r.sources:
+        files = plan.recipe.inputs[src.name]
+        row, acquired = _source_row(plan, src, out)
+        rows["sources"].append({"run": run, **row})
+        for outcome, n in sorted((acquired or {}).get("outcomes", {}).items()):
+            kind, _, reason = outcome.partition(":")
+            rows["acquisition"].append({"run": run, "source": src.name, "kind": acquired["kind"],
+                                        "origin": acquired["origin"], "outcome": kind, "reason": reason or None,
+                                        "items": n})
+        rows["inputs"] += [{"run": run, "source": src.name, "shard": f.shard_id, "path": f.rel, "bytes": f.size,
+                            "sha256": f.sha256} for f in files]
+        totals = all_totals[src.name] = _totals(markers, src.name, files)
+        for step in LEDGER_STEPS:
+            if step.name in totals:
+                for table, more in step.ledger_rows(run, src.name, totals[step.name]).items():
+                    rows[table] += more
+        for table, more in _step_rows(run, src.name, totals).items():
+            rows[table] += more
+        counts = count_tokens_by_modality(source_prefix(out, src.name), plan.vocab.blocks, plan.vocab.reserved)
+        rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
+                               "text_tokens": counts["text"], "image_tokens": counts["image"],
+                               "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+        table = MODALITIES[src.modality].ledger_table
+        if table is not None:
+            rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
+    rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
+                                    if s.acquire and s.acquire.kind == "urls"])
+    for phase, nodes in plan.phases:
+        for table, more in phase.ledger_rows(run, nodes, markers, out, all_totals).items():
+            rows[table] += more
+    return dict(rows)

@@ -1,0 +1,46 @@
+"""`run_node`: the one task function every executor runs, whatever the phase or modality.
+
+It finds the node's task (a record-pipeline task, or a corpus-wide phase's stage from the phase
+table), runs it, and writes the node's completion marker: its fingerprint, its digest when it has
+one (`curation.plan.fingerprint`) and the task's counts. `current` decides whether a node's outputs
+from an earlier run can stand.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from curation.core.markers import read_marker, write_marker
+from curation.core.node import Node
+from curation.plan.fingerprint import digest
+from curation.plan.phases import stage_runners
+from curation.runtime.tasks import RECORD_TASKS
+
+_RUNNERS: dict = {}
+
+
+def task_for(phase: str):
+    if not _RUNNERS:
+        _RUNNERS.update(RECORD_TASKS, **stage_runners())
+    return _RUNNERS[phase]
+
+
+def run_node(out: str, node: Node) -> dict:
+    out_dir = Path(out)
+    payload = task_for(node.phase)(out_dir, node)
+    d = digest(out_dir, node)
+    return write_marker(out_dir, node.key, node.fingerprint, {**payload, **({"digest": d} if d else {})})
+
+
+def current(out: Path, node: Node) -> dict | None:
+    """The node's marker if its outputs are current: same fingerprint, or same digest (then the marker is
+    rewritten with the new fingerprint), and every output file still there."""
+    marker = read_marker(out, node.key, node.fingerprint)
+    if marker is None:
+        old = read_marker(out, node.key, None)
+        d = old and old.get("digest") and digest(out, node)
+        if not d or old.get("digest") != d:
+            return None
+        marker = write_marker(out, node.key, node.fingerprint, {k: v for k, v in old.items() if k != "fingerprint"})
+    if all((out / p).exists() for p in marker.get("outputs", [])):
+        return marker
+    return None

