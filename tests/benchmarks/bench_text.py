@@ -28,7 +28,6 @@ import gzip
 import hashlib
 import json
 import os
-import platform
 import random
 import shutil
 import subprocess
@@ -146,10 +145,11 @@ def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
     import pyarrow.parquet as pq
 
     from curation.commands.run import run
+    from curation.steps.droplist import read_drops
     run(curate_recipe(work, corpus), out, workers=2, progress=False)
     ids = [i for p in sorted((out / "processed" / "en").glob("*.parquet")) for i in pq.read_table(p).column("id").to_pylist()]
-    gone = set(pq.read_table(out / "work" / "dedup" / "exact.parquet").column("id").to_pylist())
-    gone |= set(pq.read_table(out / "work" / "minhash" / "duplicates.parquet").column("id").to_pylist())
+    # what the corpus-wide phases (exact, minhash) remove, shard by shard (`curation.core.layout.drops_path`)
+    gone = {i for p in (out / "work").glob("*/drops/en/*.parquet") for i in read_drops(p)}
     return {i for i in ids if i not in gone}, token_sequences([out / "tokenized" / "en" / "en"])
 
 
