@@ -26,7 +26,7 @@ the benchmark corpora and a set of adversarial strings against spaCy.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from itertools import chain
 
 from curation.steps.text.spacy_rules import ChunkRules
@@ -266,7 +266,7 @@ class WordSplitter:
         return [(tokens[a][0], tokens[b - 1][1]) for a, b in zip(starts, ends)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _for_language(language: str) -> WordSplitter | None:
     import spacy.tokenizer
     from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer

@@ -11,7 +11,7 @@ language's tokenizer allows it, else from datatrove's own tokenizer for the lang
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -128,6 +128,6 @@ class WordCache:
         return [text[a:b] for a, b in zip([0] + ends[:-1], ends[:-1] + [len(text)])]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _for_language(language: str) -> WordCache:
     return WordCache(language)

@@ -46,7 +46,7 @@ def test_random_word_sequences():
 
 
 def test_ties_go_to_the_first_seen_ngram():
-    words = "xx y z xx y z a bb a bb".split()
+    words = ["xx", "y", "z", "xx", "y", "z", "a", "bb", "a", "bb"]
     assert top_ngram_chars(np.asarray([0, 1, 2, 0, 1, 2, 3, 4, 3, 4]), np.asarray([len(w) for w in words]), 2) \
         == find_top_duplicate(get_n_grams(words, 2))
 

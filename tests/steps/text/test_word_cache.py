@@ -1,5 +1,6 @@
 """WordCache: one split per text shared by the filter steps, the same words as datatrove's tokenizer."""
 import gzip
+import itertools
 import json
 
 from datatrove.utils.text import PUNCTUATION_SET, split_into_sentences
@@ -52,10 +53,10 @@ def test_word_table_starting_afresh_keeps_views_right(monkeypatch):
     monkeypatch.setattr(module, "_WORD_LIMIT", 30)
     cache, ref = WordCache("eng"), SpaCyTokenizer("en")
     texts = _demo_texts(12)
-    for a, b in zip(texts, texts[1:]):
+    for a, b in itertools.pairwise(texts):
         first = cache.view(a)
-        first.ids
-        cache.view(b).ids  # more distinct words than the table holds: it starts afresh
+        _ = first.ids
+        _ = cache.view(b).ids  # more distinct words than the table holds: it starts afresh
         again = cache.view(a)
         assert again is first  # the cached view, whose ids predate the restart
         assert again.column("length").tolist() == [len(w) for w in ref.word_tokenize(a)]
