@@ -146,7 +146,8 @@ def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
 
     from curation.commands.run import run
     from curation.steps.droplist import read_drops
-    run(curate_recipe(work, corpus), out, workers=2, progress=False)
+    # Ray: `auto` picks the local executor without an address, which runs one task at a time
+    run(curate_recipe(work, corpus), out, workers=2, progress=False, executor="ray")
     ids = [i for p in sorted((out / "processed" / "en").glob("*.parquet")) for i in pq.read_table(p).column("id").to_pylist()]
     # what the corpus-wide phases (exact, minhash) remove, shard by shard (`curation.core.layout.drops_path`)
     gone = {i for p in (out / "work").glob("*/drops/en/*.parquet") for i in read_drops(p)}
