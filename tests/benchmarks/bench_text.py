@@ -1,98 +1,194 @@
 """Side-by-side: curate's text path vs the equivalent datatrove pipeline vs bare `tokenizers`.
 
-Same corpus (English documents from ../shared/data/web_text), same filters (datatrove's Gopher
-repetition and quality, C4 and FineWeb quality filters), same tokenizer.json, one run:
+Three measurements, one run (`nice` it: the machine is shared):
 
-1. single process, one shard after another (per-core throughput, no scheduler in the way):
-   curate's step chain (read → normalize → filters → tokenize → Megatron shard) against datatrove's
-   JsonlReader → the same filters → MegatronDocumentTokenizer under LocalPipelineExecutor(workers=1);
-2. end to end with 2 workers: `curate run` (embedded Ray) against LocalPipelineExecutor(workers=2);
-3. the tokenization stage: curate's tokenize step + shard writer against bare `encode_batch` on the
-   same surviving documents (the limit).
+1. the quality-filter stage alone (GopherRepetition → GopherQuality → C4Quality → FineWebQuality,
+   defaults) on the real English documents of ../shared/data/web_text, each variant in a fresh
+   process (tests/benchmarks/filter_stage.py): datatrove's filters, curate's old step (datatrove's
+   `filter()` sharing one spaCy pass per document) and curate's fast filters; the digests of every
+   document's verdicts, reasons and final text must agree;
+2. the whole text path, end to end with 2 workers each, on a corpus of `--docs` documents (the real
+   ones, new documents recombining their lines, 10% planted near-duplicates and 3% exact copies):
+   `curate run` (read → normalize → language ID → the four filters → exact + MinHash dedup →
+   tokenize → Megatron shards; embedded Ray, start-up included) against datatrove's pipeline of the
+   same steps under LocalPipelineExecutor(workers=2): JsonlReader → fastText LID (the same lid.176.ftz
+   and decision rule as curate's language filter; datatrove's LanguageFilter downloads its model) →
+   the four filters → JsonlWriter; ExactDedupSignature → ExactFindDedups → ExactDedupFilter; the
+   4-stage MinHash (5-grams, 14×8); MegatronDocumentTokenizer. Kept ids and token sequences compared;
+3. the tokenize stage (curate's TextTokenizer + shard writer) against bare `Tokenizer.encode_batch`
+   on the same documents, interleaved batch by batch so that load from other processes hits both.
 
-Usage: .venv/bin/python tests/benchmarks/bench_text.py [--repeat 3]  → reports/benchmarks/text.md
+Usage: nice .venv/bin/python tests/benchmarks/bench_text.py [--docs 32000] → reports/benchmarks/text.md
 Needs the bench extra: pip install -e '.[test,bench]'.
-Timings vary on shared machines: the report gives the best of N runs and the ratios.
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
-import platform
+import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
 SHARED = REPO.parent / "shared" / "data" / "web_text"
 VOCAB = REPO / "tokenizers" / "curate-demo-v1.yaml"
 TOKENIZER = REPO / "tokenizers" / "curate-demo-bpe.json"
-FILTERS = ["gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
 CORPUS = ["news_articles_en.jsonl.gz", "cc_main_2019_30_extract.jsonl.gz", "c4_en_sample.jsonl.gz",
           "parlspeech_sample_en.jsonl.gz"]
-SHARDS = 4
+SHARDS = 8
+FILTERS = ["gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
+STAGE_SECONDS: dict[str, float] = {}  # datatrove's stages, wall seconds
 
 
-def build_corpus(folder: Path) -> tuple[int, int]:
+def real_docs() -> list[dict]:
     docs = []
     for name in CORPUS:
         for i, line in enumerate(gzip.open(SHARED / name, "rt", encoding="utf-8")):
             r = json.loads(line)
             if isinstance(r.get("text"), str) and r["text"].strip():
                 docs.append({"id": f"{name.split('.')[0]}-{i}", "text": r["text"]})
+    return docs
+
+
+def _edit(text: str, rng: random.Random, rate: float) -> str:
+    return "\n".join(" ".join(w if rng.random() > rate else f"x{rng.randrange(10**6)}" for w in line.split(" "))
+                     for line in text.split("\n"))
+
+
+def _english(docs: list[dict]) -> list[dict]:
+    """The documents curate's language filter (lid.176.ftz, score >= 0.65) takes for English."""
+    from curation.steps.text.filters import _load_fasttext, bundled_lid_model
+    model = _load_fasttext(str(bundled_lid_model()))
+    predict = getattr(model, "f", model).predict
+    out = []
+    for d in docs:
+        pred = predict(" ".join(d["text"].split()), 1, 0.0, "strict")
+        if pred and pred[0][1] == "__label__en" and pred[0][0] >= 0.65:
+            out.append(d)
+    return out
+
+
+def scaled_corpus(n_docs: int, seed: int = 0) -> list[list[dict]]:
+    """Shards of: the real documents; new ones, each with the line count of a random real English
+    document filled with random lines of real English documents; 10% near-duplicates (2% of words
+    replaced) and 3% exact copies of earlier documents. Every document with the text of an earlier
+    one goes to that one's shard, after it, and each row carries its shard number (datatrove's exact
+    dedup is told to keep the earliest shard's copy, as curate does)."""
+    rng = random.Random(seed)
+    base = real_docs()
+    english = _english(base)
+    lines = [line for d in english for line in d["text"].split("\n") if line.strip()]
+    docs = list(base)
+    n_new = max(0, int(n_docs / 1.13) - len(base))
+    for k in range(n_new):
+        shape = rng.choice(english)["text"].count("\n") + 1
+        docs.append({"id": f"mix-{k}", "text": "\n".join(rng.choice(lines) for _ in range(min(shape, 40)))})
+    for kind, share in (("near", 0.10), ("copy", 0.03)):
+        for k, i in enumerate(sorted(rng.sample(range(len(docs)), int(len(docs) * share)))):
+            original = docs[i]
+            text = _edit(original["text"], rng, 0.02) if kind == "near" else original["text"]
+            docs.append({"id": f"{original['id']}-{kind}{k}", "text": text})
+    shards: list[list[dict]] = [[] for _ in range(SHARDS)]
+    home: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        s = home.setdefault(d["text"], i % SHARDS)
+        shards[s].append({**d, "shard": s})
+    return shards
+
+
+def write_shards(shards: list[list[dict]], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for s in range(SHARDS):
+    for s, docs in enumerate(shards):
         with gzip.open(folder / f"part-{s:02d}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for d in docs[s::SHARDS]:
+            for d in docs:
                 f.write(json.dumps(d) + "\n")
-    return len(docs), sum(len(d["text"].encode()) for d in docs)
 
 
-def recipe(folder: Path, corpus: Path) -> Path:
-    flist = ", ".join(f"{{type: {t}}}" for t in FILTERS)
+# -- 1. the filter stage ------------------------------------------------------------------------
+def filter_stage(texts: list[str], work: Path) -> dict:
+    path = work / "filter-texts.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    results = {}
+    for mode in ("datatrove", "old", "new"):
+        out = work / f"filter-{mode}.json"
+        subprocess.run([sys.executable, str(REPO / "tests" / "benchmarks" / "filter_stage.py"), mode, str(path),
+                        str(out)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        results[mode] = json.loads(out.read_text())
+    digests = {r["first"]["digest"] for r in results.values()} | {results["new"]["second"]["digest"]}
+    results["identical"] = len(digests) == 1
+    return results
+
+
+# -- 2. the whole text path -----------------------------------------------------------------------
+def curate_recipe(folder: Path, corpus: Path) -> Path:
+    flist = ", ".join(["{type: language, languages: [en]}"] + [f"{{type: {t}}}" for t in FILTERS])
     p = folder / "bench.yaml"
-    p.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: null}}\ntokenize_batch_size: 1000\n"
+    p.write_text(f"name: bench\nvocabulary: {VOCAB}\ndedup: {{exact: {{}}, minhash: {{}}}}\n"
+                 f"tokenize_batch_size: 1000\n"
                  f"sources:\n  - name: en\n    license: MIT\n    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
                  f"    normalize: {{nfc: false, ftfy: false}}\n    filters: [{flist}]\n")
     return p
 
 
-def curate_single(corpus: Path, out: Path) -> tuple[int, int]:
-    """curate's steps in this process, shard by shard, as a Ray task runs them."""
-    from curation.core.record import QuarantineSink
-    from curation.core.vocab import Vocabulary
-    from curation.recipe import schema
-    from curation.shards import IndexedWriter
-    from curation.steps.text.modality import build_filter
-    from curation.steps.text.read import JsonlReader
-    from curation.steps.text.tokenize import TextTokenizer
+def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
+    import pyarrow.parquet as pq
 
-    vocab = Vocabulary.load(VOCAB)
-    docs = tokens = 0
-    for path in sorted(corpus.glob("*.jsonl.gz")):
-        sink = QuarantineSink()
-        stream = JsonlReader(path, text_field="text", id_field="id", metadata_fields=[], shard_label=path.name,
-                             source="en", sink=sink).run()
-        for t in FILTERS:
-            cfg = schema.Source.model_validate({"name": "en", "input": {"paths": ["x"]},
-                                                "filters": [{"type": t}]}).filters[0]
-            stream = build_filter(cfg, source="en", sink=sink, base_dir=REPO).run(stream)
-        stream = TextTokenizer(vocab, batch_size=1000, source="en", sink=sink).run(stream)
-        w = IndexedWriter(out / path.stem)
-        for rec in stream:
-            w.add(rec.tokens)
-            docs += 1
-            tokens += rec.tokens.size
-        w.close()
-    return docs, tokens
+    from curation.commands.run import run
+    from curation.steps.droplist import read_drops
+    # Ray: `auto` picks the local executor without an address, which runs one task at a time
+    run(curate_recipe(work, corpus), out, workers=2, progress=False, executor="ray")
+    ids = [i for p in sorted((out / "processed" / "en").glob("*.parquet")) for i in pq.read_table(p).column("id").to_pylist()]
+    # what the corpus-wide phases (exact, minhash) remove, shard by shard (`curation.core.layout.drops_path`)
+    gone = {i for p in (out / "work").glob("*/drops/en/*.parquet") for i in read_drops(p)}
+    return {i for i in ids if i not in gone}, token_sequences([out / "tokenized" / "en" / "en"])
 
 
-def datatrove_pipeline(corpus: Path, out: Path, workers: int) -> tuple[int, int]:
+def curate_step_seconds(out: Path) -> dict[str, float]:
+    """Seconds each step spent, summed over its tasks (from the run's task markers)."""
+    seconds: Counter = Counter()
+    for p in (out / "work" / "markers").rglob("*.json"):
+        for s in json.loads(p.read_text()).get("stats") or []:
+            if isinstance(s, dict) and "step" in s:
+                seconds[s["step"]] += s.get("seconds", 0.0)
+    return dict(seconds)
+
+
+def text_of(doc) -> str:  # datatrove's exact dedup takes the hash function's type from the annotation
+    return doc.text
+
+
+def earliest_shard_first(doc) -> int:
+    """Exact-dedup priority: the copy in the earliest shard survives (then the earliest row), which
+    is curate's rule; datatrove's default keeps the lowest row number of any shard."""
+    return 65535 - int(doc.metadata["shard"])
+
+
+def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
     from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.dedup.exact_dedup import (
+        ExactDedupConfig,
+        ExactDedupFilter,
+        ExactDedupSignature,
+        ExactFindDedups,
+    )
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.filters import (
         C4QualityFilter,
         FineWebQualityFilter,
@@ -101,65 +197,89 @@ def datatrove_pipeline(corpus: Path, out: Path, workers: int) -> tuple[int, int]
     )
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.tokens import MegatronDocumentTokenizer
+    from datatrove.pipeline.writers import JsonlWriter
 
-    pipeline = [JsonlReader(str(corpus), glob_pattern="*.jsonl.gz"),
-                GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(), FineWebQualityFilter(),
-                MegatronDocumentTokenizer(str(out / "tok"), tokenizer_name_or_path=str(TOKENIZER),
-                                          eos_token="<|endoftext|>", batch_size=1000)]
-    LocalPipelineExecutor(pipeline, tasks=SHARDS, workers=workers, logging_dir=str(out / "logs"),
-                          skip_completed=False).run()
-    import numpy as np
-    docs = tokens = 0
-    for idx in (out / "tok").glob("*.idx"):
-        from curation.shards import read_index
-        _, lengths, _, _ = read_index(idx)
-        docs += lengths.size
-        tokens += int(np.asarray(lengths).sum())
-    return docs, tokens
+    from curation.steps.text.filters import bundled_lid_model
+    from tests.benchmarks.datatrove_lid import FastTextLID
+
+    logs, w = str(work / "logs"), 2
+
+    def stage(name, steps, tasks=SHARDS):
+        start = time.perf_counter()
+        LocalPipelineExecutor(steps, tasks=tasks, workers=w, logging_dir=f"{logs}/{name}", skip_completed=False).run()
+        STAGE_SECONDS[name] = time.perf_counter() - start
+
+    def writer(folder):
+        return JsonlWriter(str(work / folder), output_filename="${rank}.jsonl.gz")
+
+    def reader(folder):
+        return JsonlReader(str(work / folder) if folder != corpus else str(corpus), glob_pattern="*.jsonl.gz")
+
+    stage("1-filter", [reader(corpus), FastTextLID(str(bundled_lid_model()), ["en"]), GopherRepetitionFilter(),
+                       GopherQualityFilter(), C4QualityFilter(), FineWebQualityFilter(), writer("filtered")])
+    exact = ExactDedupConfig(content_getter=text_of, document_priority=earliest_shard_first)
+    stage("2-exact-sig", [reader("filtered"), ExactDedupSignature(str(work / "esig"), config=exact)])
+    stage("3-exact-find", [ExactFindDedups(str(work / "esig"), str(work / "edups"), config=exact)], tasks=1)
+    stage("4-exact-filter", [reader("filtered"), ExactDedupFilter(str(work / "edups"), config=exact), writer("exact")])
+    cfg = MinhashConfig()  # 5-grams, 14 buckets x 8 hashes, as curate's defaults
+    stage("5-mh-sig", [reader("exact"), MinhashDedupSignature(str(work / "msig"), config=cfg)])
+    stage("6-mh-buckets", [MinhashDedupBuckets(str(work / "msig"), str(work / "mbuckets"), config=cfg)],
+          tasks=cfg.num_buckets)
+    stage("7-mh-cluster", [MinhashDedupCluster(str(work / "mbuckets"), str(work / "mremove"), config=cfg)], tasks=1)
+    stage("8-mh-filter-tokenize", [reader("exact"), MinhashDedupFilter(str(work / "mremove")), writer("kept"),
+                                   MegatronDocumentTokenizer(str(work / "tok"), tokenizer_name_or_path=str(TOKENIZER),
+                                                             eos_token="<|endoftext|>", batch_size=1000)])
+    kept = {json.loads(line)["id"] for p in (work / "kept").glob("*.jsonl.gz")
+            for line in gzip.open(p, "rt", encoding="utf-8")}
+    return kept, token_sequences([p.with_suffix("") for p in sorted((work / "tok").glob("*.idx"))])
 
 
-def curate_ray(corpus: Path, out: Path, workers: int, work: Path) -> tuple[int, int]:
-    from curation.commands.run import run
-    res = run(recipe(work, corpus), out, workers=workers, progress=False)
-    t = res.rows["tokens"][0]
-    return t["documents"], t["total_tokens"]
+def token_sequences(prefixes: list[Path]) -> Counter:
+    """Multiset of the documents' token sequences (as int64 digests), whatever the file's dtype."""
+    from curation.shards import read_index
+    seqs: Counter = Counter()
+    for prefix in prefixes:
+        dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
+        data = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r") if lengths.size else np.zeros(0, dtype)
+        for ptr, n in zip((np.asarray(pointers) // np.dtype(dtype).itemsize).tolist(), lengths.tolist()):
+            seqs[hashlib.blake2b(np.asarray(data[ptr:ptr + n], np.int64).tobytes(), digest_size=16).digest()] += 1
+    return seqs
 
 
-def tokenize_stage(texts: list[str], out: Path) -> tuple[float, float]:
-    """(seconds for curate's tokenize step + shard writer, seconds for bare encode_batch)."""
+# -- 3. the tokenize stage --------------------------------------------------------------------------
+def tokenize_stage(texts: list[str], out: Path, rounds: int) -> tuple[float, float, int]:
+    """(seconds of curate's tokenize step + shard writer, of bare encode_batch, tokens), summed over
+    `rounds` passes, the two alternating on every batch of 1000 documents."""
+    from tokenizers import Tokenizer
+
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
     from curation.shards import IndexedWriter
     from curation.steps.text.tokenize import TextTokenizer
-    from tokenizers import Tokenizer
 
-    vocab = Vocabulary.load(VOCAB)
-    records = [Record(str(i), "en", t) for i, t in enumerate(texts)]
-    start = time.perf_counter()
-    w = IndexedWriter(out / "stage")
-    for rec in TextTokenizer(vocab, batch_size=1000, source="en").run(records):
-        w.add(rec.tokens)
-    w.close()
-    ours = time.perf_counter() - start
-    tok = Tokenizer.from_file(str(TOKENIZER))
-    start = time.perf_counter()
-    for i in range(0, len(texts), 1000):
-        tok.encode_batch(texts[i:i + 1000], add_special_tokens=False)
-    return ours, time.perf_counter() - start
-
-
-def best(fn, repeat: int):
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+    vocab, bare = Vocabulary.load(VOCAB), Tokenizer.from_file(str(TOKENIZER))
+    ours = theirs = 0.0
+    tokens = 0
+    for r in range(rounds):
+        step, writer = TextTokenizer(vocab, batch_size=1000, source="en"), IndexedWriter(out / f"stage{r}")
+        for i in range(0, len(texts), 1000):
+            batch = [Record(str(j), "en", t) for j, t in enumerate(texts[i:i + 1000], i)]
+            start = time.perf_counter()
+            for rec in step.run(batch):
+                writer.add(rec.shards[""][0])
+                tokens += rec.shards[""][0].size if r == 0 else 0
+            ours += time.perf_counter() - start
+            start = time.perf_counter()
+            bare.encode_batch(texts[i:i + 1000], add_special_tokens=False)
+            theirs += time.perf_counter() - start
+        writer.close()
+    return ours, theirs, tokens
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--docs", type=int, default=32000, help="documents in the end-to-end corpus (>= 30,000)")
+    ap.add_argument("--rounds", type=int, default=3, help="passes of the tokenize-stage comparison")
     ap.add_argument("--report", default=str(REPO / "reports" / "benchmarks" / "text.md"))
     args = ap.parse_args()
     if not SHARED.is_dir():
@@ -168,55 +288,36 @@ def main() -> None:
     os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="crb-", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="curate-bench-"))
     try:
+        base = real_docs()
+        fs = filter_stage([d["text"] for d in base], work)
+        shards = scaled_corpus(args.docs)
+        n_docs = sum(map(len, shards))
         corpus = work / "corpus"
-        n_docs, n_bytes = build_corpus(corpus)
-        # warm-up: spaCy and LID models load once per process on both sides
-        curate_single(corpus, work / "warm")
-        counter = iter(range(10_000))
-        t_cs, (cd, ct) = best(lambda: curate_single(corpus, work / f"cs{next(counter)}"), args.repeat)
-        t_ds, (dd, dt) = best(lambda: datatrove_pipeline(corpus, work / f"ds{next(counter)}", 1), args.repeat)
-        ray_out = work / "ray-run"
-        t_cr, (rd, rt) = best(lambda: curate_ray(corpus, ray_out / str(next(counter)), 2, work), args.repeat)
-        t_dr, (dd2, dt2) = best(lambda: datatrove_pipeline(corpus, work / f"dr{next(counter)}", 2), args.repeat)
+        write_shards(shards, corpus)
+        n_bytes = sum(p.stat().st_size for p in corpus.glob("*.jsonl.gz"))
+        start = time.perf_counter()
+        c_kept, c_tokens = curate_e2e(corpus, work / "curate-out", work)
+        t_curate = time.perf_counter() - start
+        c_steps = curate_step_seconds(work / "curate-out")
+        start = time.perf_counter()
+        d_kept, d_tokens = datatrove_e2e(corpus, work / "dt")
+        t_dt = time.perf_counter() - start
         import pyarrow.parquet as pq
-        texts = [t for p in sorted(next(ray_out.iterdir()).glob("processed/en/*.parquet"))
+        texts = [t for p in sorted((work / "curate-out" / "processed" / "en").glob("*.parquet"))
                  for t in pq.read_table(p).column("text").to_pylist()]
-        stage = [tokenize_stage(texts, work / f"ts{i}") for i in range(args.repeat)]
-        t_ours, t_bare = min(s[0] for s in stage), min(s[1] for s in stage)
-        stage_tokens = rt
+        t_ours, t_bare, stage_tokens = tokenize_stage(texts, work, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    write_report(args, len(base), fs, n_docs, n_bytes, (t_curate, c_kept, c_tokens, c_steps),
+                 (t_dt, d_kept, d_tokens, dict(STAGE_SECONDS)), (t_ours, t_bare, stage_tokens, len(texts)))
 
-    def row(name, secs, docs_in, tokens):
-        return f"| {name} | {secs:.2f} | {docs_in / secs:,.0f} | {tokens / secs:,.0f} |"
 
-    lines = [
-        "# Text path: curate vs datatrove vs bare tokenizers", "",
-        f"Produced by `.venv/bin/python tests/benchmarks/bench_text.py --repeat {args.repeat}` on "
-        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}; best of {args.repeat} runs each.", "",
-        f"Corpus: {n_docs:,} English documents ({n_bytes / 1e6:.1f} MB) from `../shared/data/web_text/` "
-        f"({', '.join(CORPUS)}), in {SHARDS} shards. Filters on both sides: datatrove's "
-        f"GopherRepetition, GopherQuality, C4Quality, FineWebQuality (defaults); tokenizer: "
-        f"`tokenizers/curate-demo-bpe.json`; output: Megatron `.bin`/`.idx`.", "",
-        f"Both sides kept the same documents: curate {cd:,} docs / {ct:,} tokens (EOD included), "
-        f"datatrove {dd:,} docs / {dt:,} tokens.", "",
-        "docs/s counts input documents; tokens/s counts tokens written.", "",
-        "| pipeline | seconds | docs/s | tokens/s |", "|---|---|---|---|",
-        row("curate, 1 process (step chain)", t_cs, n_docs, ct),
-        row("datatrove, LocalPipelineExecutor workers=1", t_ds, n_docs, dt),
-        row("curate run, embedded Ray, --workers 2", t_cr, n_docs, rt),
-        row("datatrove, LocalPipelineExecutor workers=2", t_dr, n_docs, dt2), "",
-        "## Ratios", "",
-        f"- curate / datatrove, 1 process: **{t_ds / t_cs:.2f}×** (goal ≥ 1.2×)",
-        f"- curate / datatrove, 2 workers, end to end (Ray start-up included): **{t_dr / t_cr:.2f}×**",
-        f"- tokenization stage, curate (tokenize + shard writer) / bare `encode_batch` on the same "
-        f"{len(texts):,} documents: **{t_bare / t_ours:.2f}** of the bare tokenizer's throughput "
-        f"({stage_tokens / t_ours:,.0f} vs {stage_tokens / t_bare:,.0f} tokens/s; goal ≥ 0.8)", "",
-    ]
+def write_report(args, n_real, fs, n_docs, n_bytes, curate, dt, stage) -> None:
+    from tests.benchmarks.text_report import render
+    text = render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, CORPUS, SHARDS)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text("\n".join(lines))
-    print("\n".join(lines))
+    Path(args.report).write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

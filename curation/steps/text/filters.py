@@ -1,8 +1,10 @@
 """Document filters: a length filter, datatrove's quality filters, and language ID.
 
-The datatrove filters are used as they are: each record becomes a datatrove `Document`,
-the filter's verdict and reason are kept (e.g. `gopher_short_doc`), and text edits that a
-filter makes (C4 removes lines) are carried back onto the record.
+The quality filters give datatrove's verdicts and reasons (e.g. `gopher_short_doc`) and its text
+edits (C4 removes lines, carried onto the record). The filter objects are datatrove's, configured
+from the recipe, so parameters and defaults are its own; the decisions run in
+`curation.steps.text.heuristics` on words split once per document (`WordCache`), which is where the
+speed comes from (tests/steps/text/test_heuristics.py holds the equivalence to datatrove's `filter()`).
 """
 from __future__ import annotations
 
@@ -47,31 +49,31 @@ _DATATROVE = {
 
 
 class DatatroveFilter(Filter):
-    """Adapter for a datatrove `BaseFilter`; the step is named after the recipe type."""
+    """A datatrove quality filter; the step is named after the recipe type."""
 
     def __init__(self, cfg, **kw):
         self.name = cfg.type
         super().__init__(on_error=cfg.on_error, **kw)
-        from datatrove.data import Document
         from datatrove.pipeline import filters as dt_filters
-        self._Document = Document
-        from curation.steps.text.word_cache import share_spacy_passes
+
+        from curation.steps.text.heuristics import DECIDE
+        from curation.steps.text.word_cache import WordCache
         params = cfg.model_dump(exclude={"type", "on_error"}, exclude_none=True)
         self._filter = getattr(dt_filters, _DATATROVE[cfg.type])(**params)
-        share_spacy_passes(self._filter.language)
+        self._decide = DECIDE[cfg.type]
+        self._cache = WordCache.for_language(self._filter.language)
 
     def keep(self, record: Record) -> bool | Drop:
-        doc = self._Document(text=record.text, id=record.id, metadata={})
-        verdict = self._filter.filter(doc)
-        if isinstance(verdict, tuple):
-            ok, reason = verdict
-            return True if ok else Drop(reason or self.name)
-        if not verdict:
-            return Drop(self.name)
-        if doc.text != record.text:
-            if not doc.text.strip():
+        verdict = self._decide(self._filter, record.text, self._cache)
+        if verdict is True:
+            return True
+        ok, detail = verdict
+        if not ok:
+            return Drop(detail or self.name)
+        if detail != record.text:  # C4's edited text
+            if not detail.strip():
                 return Drop(f"{self.name}_emptied")
-            record.text = doc.text
+            record.text = detail
         return True
 
 

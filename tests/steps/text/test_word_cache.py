@@ -1,17 +1,13 @@
-"""Sharing one spaCy pass across datatrove filters changes nothing but the time taken."""
+"""WordCache: one split per text shared by the filter steps, the same words as datatrove's tokenizer."""
 import gzip
+import itertools
 import json
 
-from datatrove.data import Document
-from datatrove.pipeline.filters import (
-    C4QualityFilter,
-    FineWebQualityFilter,
-    GopherQualityFilter,
-    GopherRepetitionFilter,
-)
+from datatrove.utils.text import PUNCTUATION_SET, split_into_sentences
 from datatrove.utils.word_tokenizers import SpaCyTokenizer
 
-from curation.steps.text.word_cache import _OnePass, share_spacy_passes
+from curation.steps.text.repetition import char_hash
+from curation.steps.text.word_cache import WordCache
 from tests.conftest import REPO
 
 
@@ -22,27 +18,47 @@ def _demo_texts(n=40):
     return texts
 
 
-def test_one_pass_gives_the_same_splits_as_datatrove():
-    plain = SpaCyTokenizer("en")
-    one = _OnePass(SpaCyTokenizer("en"))
+def test_a_text_is_split_once_and_shared():
+    cache = WordCache.for_language("eng")
+    assert WordCache.for_language("eng") is cache
+    text = "One text, seen by three filters in a row."
+    assert cache.view(text) is cache.view(text)
+    for other in ("a", "b", "c"):
+        cache.view(other)
+    assert cache.view("c") is cache.view("c") and len(cache._views) <= 3
+
+
+def test_words_and_per_word_facts():
+    cache, ref = WordCache.for_language("deu"), SpaCyTokenizer("de")
     for text in _demo_texts():
-        assert one.word_tokenize(text) == plain.word_tokenize(text)
-        assert one.sent_tokenize(text) == plain.sent_tokenize(text)
-        assert one.span_tokenize(text) == plain.span_tokenize(text)
+        view = cache.view(text)
+        assert view.words == ref.word_tokenize(text)
+        assert view.column("length").tolist() == [len(w) for w in view.words]
+        assert view.column("non_symbol").tolist() == [any(c not in PUNCTUATION_SET for c in w) for w in view.words]
+        assert view.column("alpha").tolist() == [any(c.isalpha() for c in w) for w in view.words]
+        assert view.column("hash").tolist() == [char_hash(w)[0] for w in view.words]
+        assert cache.sentences(text) == split_into_sentences(text, "deu")
 
 
-def test_filter_verdicts_and_edits_are_unchanged():
-    def verdicts():
-        filters = [GopherRepetitionFilter(language="deu"), GopherQualityFilter(language="deu"),
-                   C4QualityFilter(language="deu"), FineWebQualityFilter(language="deu")]
-        out = []
-        for text in _demo_texts():
-            doc = Document(text=text, id="x")
-            out.append(([str(f.filter(doc)) for f in filters], doc.text))
-        return out
+def test_languages_the_splitter_refuses_use_datatrove_tokenizer():
+    cache, ref = WordCache.for_language("spa"), SpaCyTokenizer("es")
+    assert cache.splitter is None
+    text = "El Sr. García llegó a las 10 a. m. del 3 de ene. ¿Por qué? ¡Porque sí! Fin."
+    assert cache.view(text).words == ref.word_tokenize(text)
+    assert cache.sentence_count(text) == len(split_into_sentences(text, "spa"))
 
-    before = verdicts()
-    share_spacy_passes("deu")
-    share_spacy_passes("deu")  # idempotent
-    assert verdicts() == before
-    assert {v for vs, _ in before for v in vs} != {"True"}  # the sample exercises rejections too
+
+def test_word_table_starting_afresh_keeps_views_right(monkeypatch):
+    import curation.steps.text.word_cache as module
+    monkeypatch.setattr(module, "_WORD_LIMIT", 30)
+    cache, ref = WordCache("eng"), SpaCyTokenizer("en")
+    texts = _demo_texts(12)
+    for a, b in itertools.pairwise(texts):
+        first = cache.view(a)
+        _ = first.ids
+        _ = cache.view(b).ids  # more distinct words than the table holds: it starts afresh
+        again = cache.view(a)
+        assert again is first  # the cached view, whose ids predate the restart
+        assert again.column("length").tolist() == [len(w) for w in ref.word_tokenize(a)]
+        assert again.column("hash").tolist() == [char_hash(w)[0] for w in again.words]
+    assert cache._table.generation > 5

@@ -1,0 +1,95 @@
+"""Markdown for bench_text.py's measurements (reports/benchmarks/text.md)."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+
+def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, shards) -> str:
+    t_curate, c_kept, c_tokens, c_steps = curate
+    t_dt, d_kept, d_tokens, d_stages = dt
+    t_ours, t_bare, stage_tokens, stage_docs = stage
+    dtv, old, new = fs["datatrove"]["first"], fs["old"]["first"], fs["new"]["first"]
+    warm, cov = fs["new"]["second"], fs["new"]["coverage"]
+
+    def frow(name, r):
+        return f"| {name} | {r['seconds']:.1f} | {r['cpu']:.1f} | {n_real / r['seconds']:,.0f} | {r['kept']:,} |"
+
+    distinct = cov["distinct_fast"] + cov["distinct_spacy"]
+    only_c, only_d = len(c_kept - d_kept), len(d_kept - c_kept)
+    same_tokens = c_tokens == d_tokens
+    load = os.getloadavg()
+    return "\n".join([
+        "# Text path: curate vs datatrove vs bare tokenizers", "",
+        (f"Produced by `nice .venv/bin/python tests/benchmarks/bench_text.py --docs {args.docs} --rounds "
+        f"{args.rounds}` on {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}. **The machine was shared with other sessions** (load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} over 1 / 5 / 15 min when the report was written), so "
+        "wall times carry noise from them; every comparison below runs both sides in the same run, and the "
+        "filter stage also gives CPU seconds."), "",
+        "## 1. The quality-filter stage", "",
+        (f"GopherRepetition → GopherQuality → C4Quality → FineWebQuality (datatrove's defaults) over the "
+        f"{n_real:,} real English documents of `../shared/data/web_text/` ({', '.join(corpus_files)}), one "
+        "process each, started fresh (`tests/benchmarks/filter_stage.py`); docs/s counts input documents."), "",
+        "| variant | seconds | CPU seconds | docs/s | kept |", "|---|---|---|---|---|",
+        frow("datatrove's filters (`filter()`)", dtv),
+        frow("curate before (datatrove's `filter()`, one spaCy pass shared per document)", old),
+        frow("curate now, first pass (empty memos, as a fresh worker)", new),
+        frow("curate now, second pass (memos filled)", warm), "",
+        (f"- curate now / datatrove: **{dtv['seconds'] / new['seconds']:.1f}×** (first pass; "
+        f"{dtv['seconds'] / warm['seconds']:.1f}× with filled memos); curate now / curate before: "
+        f"**{old['seconds'] / new['seconds']:.1f}×**"),
+        (f"- verdicts, drop reasons and edited texts of all {n_real:,} documents: "
+        f"**{'identical' if fs['identical'] else 'DIFFERENT'}** across the four runs (sha-256 of every "
+        "document's verdict trail and final text)"),
+        (f"- fast-path coverage (first pass): {cov['chunks_seen']:,} chunk look-ups (whitespace-delimited "
+        f"pieces, words and sentence splits together) over {distinct:,} distinct chunks; "
+        f"{cov['distinct_fast']:,} distinct chunks ({100 * cov['distinct_fast'] / max(distinct, 1):.0f}%) were "
+        f"decided by the tokenizer's own affix rules without spaCy, {cov['distinct_spacy']:,} went to spaCy "
+        f"once each, so **{100 * (1 - cov['distinct_spacy'] / max(cov['chunks_seen'], 1)):.2f}% of look-ups "
+        f"skipped spaCy**; {cov['texts_delegated']:,} texts (documents or lines) were handed to datatrove's "
+        "tokenizer whole (a special-case pattern that may run across chunks, or \"IS_ALPHA\")"), "",
+        "## 2. The whole text path, 2 workers each", "",
+        (f"Corpus: {n_docs:,} documents ({n_bytes / 1e6:.1f} MB gzipped) in {shards} shards: the {n_real:,} real "
+        "documents, new documents each made of the line count of a random real document filled with random "
+        "real lines, 10% near-duplicates (2% of words replaced) and 3% exact copies of earlier documents, each "
+        "after its original in the same shard. Recombined lines reuse the real documents' vocabulary, which "
+        "favours curate's memos more than fresh text would; section 1 gives the figure on unseen text."), "",
+        ("Steps on both sides: read → (normalize: NFC and ftfy off) → fastText language ID (lid.176.ftz, "
+        "English, score ≥ 0.65) → the four quality filters → exact dedup → MinHash dedup (5-grams, 14×8) → "
+        "tokenize (`tokenizers/curate-demo-bpe.json`, EOD appended) → Megatron `.bin`/`.idx`."), "",
+        "| pipeline | seconds | docs/s |", "|---|---|---|",
+        f"| `curate run --workers 2` (embedded Ray, start-up included) | {t_curate:.1f} | {n_docs / t_curate:,.0f} |",
+        f"| datatrove, 8 LocalPipelineExecutor stages, workers=2 | {t_dt:.1f} | {n_docs / t_dt:,.0f} |", "",
+        f"- curate / datatrove: **{t_dt / t_curate:.2f}×** (goal ≥ 3×)",
+        f"- kept documents: curate {len(c_kept):,}, datatrove {len(d_kept):,}; "
+        + ("**identical ids**" if not only_c and not only_d else
+           f"{only_c:,} ids kept only by curate, {only_d:,} only by datatrove (survivor rules: curate keeps the "
+           "earliest document of a cluster, datatrove's union-by-size a root that is not always the earliest)"),
+        "- token sequences (multiset of every kept document's tokens): "
+        + (f"**identical**, {sum(c_tokens.values()):,} documents"
+           if same_tokens else f"differ in {sum((c_tokens - d_tokens).values()) + sum((d_tokens - c_tokens).values()):,} "
+           "documents"), "",
+        ("Where the time goes. curate: seconds each step spent, summed over its tasks (two run at a time); "
+        "the rest of the wall time is Ray start-up, the dedup, MinHash and merge phases between them, the "
+        "ledger and the report. datatrove: wall seconds of each LocalPipelineExecutor stage."), "",
+        "| curate step | task seconds | | datatrove stage | wall seconds |", "|---|---|---|---|---|",
+        *[f"| {a} | {b} | | {c} | {d} |" for a, b, c, d in _pairs(c_steps, d_stages)], "",
+        "## 3. The tokenize stage", "",
+        (f"curate's tokenize step (`TextTokenizer`, `encode_batch_fast`, one numpy array per document with EOD) "
+        f"plus the shard writer, against bare `Tokenizer.encode_batch` on the same {stage_docs:,} documents "
+        f"(those that passed the filters in section 2), batches of 1000, the two alternating batch by batch, "
+        f"{args.rounds} passes: {t_ours:.2f} s vs {t_bare:.2f} s, "
+        f"**{t_bare / t_ours:.2f} of the bare tokenizer's throughput** (goal ≥ 0.95; "
+        f"{stage_tokens * args.rounds / t_ours:,.0f} vs {stage_tokens * args.rounds / t_bare:,.0f} tokens/s)."), "",
+    ])
+
+
+def _pairs(steps: dict, stages: dict):
+    left = sorted(steps.items(), key=lambda kv: -kv[1])
+    right = list(stages.items())
+    for i in range(max(len(left), len(right))):
+        a, b = (left[i][0], f"{left[i][1]:.1f}") if i < len(left) else ("", "")
+        c, d = (right[i][0], f"{right[i][1]:.1f}") if i < len(right) else ("", "")
+        yield a, b, c, d
