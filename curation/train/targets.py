@@ -1,9 +1,12 @@
 """Which labels are training targets (Apertus 1.5 §3.2), and the Goldfish loss's drop mask.
 
 - Stage targets: `all` (stage 1: text, image and audio codes and their structure markers) or `text`
-  (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation,
-  speech translation) and padding are never targets. A label that starts another document than its
-  input is not a target either (with cross-document masking nothing before it is visible).
+  (later stages: text ids only). The "H*W" size between `image_start` and `image_size_end` is written in
+  text ids but belongs to the image block: under `text` it is not a target either (the model would learn
+  an image's size after a marker it does not learn to emit). Task-control markers (speech-to-text,
+  text-to-speech continuation, speech translation) and padding are never targets. A label that starts
+  another document than its input is not a target either (with cross-document masking nothing before
+  it is visible).
 - Conversations (SFT, the chat template of `curation.steps.text.chat`): the mask of
   `curation.train.chat_mask`, derived from the markers alone: assistant turns and tool calls are targets,
   system/developer/user turns and tool outputs are not, thinking spans by the stage's `thinking`
@@ -34,11 +37,24 @@ class TargetRules:
                         if m in vocabulary["reserved"]]
         self.special = [vocabulary["eod"], vocabulary["pad"]]
         self.pad, self.eod = vocabulary["pad"], vocabulary["eod"]
+        marker = vocabulary["reserved"]
+        self.image_header = ((self.reserved[0] + marker["image_start"], self.reserved[0] + marker["image_size_end"])
+                             if {"image_start", "image_size_end"} <= marker.keys() else None)
         self.chat = ConversationMask(vocabulary, thinking) if ConversationMask.applies(vocabulary) else None
         self.chat_trainable = torch.tensor(trainable_ids(vocabulary), dtype=torch.int64)
 
     def is_text(self, labels: torch.Tensor) -> torch.Tensor:
         return (labels >= self.text[0]) & (labels < self.text[1]) & (labels != self.pad)
+
+    def in_image_header(self, labels: torch.Tensor) -> torch.Tensor:
+        """True for labels after an `image_start` of their row and before its `image_size_end` (the size
+        text). A row that begins inside a header (at most a few digits) is not recognised."""
+        if self.image_header is None:
+            return torch.zeros_like(labels, dtype=torch.bool)
+        pos = torch.arange(labels.shape[-1]).expand_as(labels)
+        last_start = torch.where(labels == self.image_header[0], pos, -1).cummax(dim=-1).values
+        last_end = torch.where(labels == self.image_header[1], pos, -1).cummax(dim=-1).values
+        return last_start > last_end
 
     def conversation(self, tokens: np.ndarray, doc: np.ndarray, leads: list | None = None) -> torch.Tensor | None:
         """The conversation mask of whole (B, T+1) rows (inputs and labels), each row starting in the state its
@@ -50,7 +66,7 @@ class TargetRules:
     def mask(self, labels: torch.Tensor, same_doc: torch.Tensor, chat: torch.Tensor | None = None) -> torch.Tensor:
         """True where the label is a target of this stage. `chat`: the conversation mask of the labels
         (`conversation(...)[:, 1:]`); without it, it is derived from the labels alone (rows that start a document)."""
-        keep = self.is_text(labels) if self.targets == "text" else labels != self.pad
+        keep = self.is_text(labels) & ~self.in_image_header(labels) if self.targets == "text" else labels != self.pad
         keep |= torch.isin(labels, self.chat_trainable)
         for c in self.control:
             keep &= labels != c

@@ -134,6 +134,14 @@ def test_targets_follow_the_stage_rules():
     everything = TargetRules(vocab, "all").mask(labels, same)
     assert text_only.tolist() == [[True, False, False, False, False, True, True, False]]
     assert everything.tolist() == [[True, True, True, True, False, True, True, False]]   # markers: never S/T
+    # an image block: its "H*W" size is text ids, a target only where the image is (stage 1)
+    size = v.tokenizer.encode("8*8").ids
+    img = v.block("image").start + 3
+    block = torch.tensor([[50, v.marker("image_start"), *size, v.marker("image_size_end"), img, img,
+                           v.marker("image_end"), 60]])
+    ones = torch.ones_like(block, dtype=torch.bool)
+    assert TargetRules(vocab, "text").mask(block, ones).tolist() == [[True] + [False] * (len(size) + 5) + [True]]
+    assert TargetRules(vocab, "all").mask(block, ones).all()
     same[0, 5] = False                                   # a label that starts another document
     assert not TargetRules(vocab, "all").mask(labels, same)[0, 5]
     rules = TargetRules(vocab, "text", {"k": 10, "h": 8})
