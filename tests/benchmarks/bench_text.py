@@ -14,7 +14,10 @@ Three measurements, one run (`nice` it: the machine is shared):
    same steps under LocalPipelineExecutor(workers=2): JsonlReader → fastText LID (the same lid.176.ftz
    and decision rule as curate's language filter; datatrove's LanguageFilter downloads its model) →
    the four filters → JsonlWriter; ExactDedupSignature → ExactFindDedups → ExactDedupFilter; the
-   4-stage MinHash (5-grams, 14×8); MegatronDocumentTokenizer. Kept ids and token sequences compared;
+   4-stage MinHash (5-grams, 14×8), each cluster keeping its earliest member as curate does (from the
+   cluster step's own .clusters files, `earliest_survivors`); MegatronDocumentTokenizer. Kept ids and
+   every kept document's token sequence must be identical (asserted after the report is written), and
+   the clusters are compared with curate's ledger clusters, with datatrove's native survivors too;
 3. the tokenize stage (curate's TextTokenizer + shard writer) against bare `Tokenizer.encode_batch`
    on the same documents, interleaved batch by batch so that load from other processes hits both.
 
@@ -141,7 +144,9 @@ def curate_recipe(folder: Path, corpus: Path) -> Path:
     return p
 
 
-def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
+def curate_e2e(corpus: Path, out: Path, work: Path) -> dict:
+    """kept: the kept ids in token-shard order; tokens: id -> digest of its token sequence; clusters:
+    the MinHash clusters (frozensets of ids, each with its survivor); exact: the ids exact dedup removed."""
     import pyarrow.parquet as pq
 
     from curation.commands.run import run
@@ -151,7 +156,13 @@ def curate_e2e(corpus: Path, out: Path, work: Path) -> tuple[set[str], Counter]:
     ids = [i for p in sorted((out / "processed" / "en").glob("*.parquet")) for i in pq.read_table(p).column("id").to_pylist()]
     # what the corpus-wide phases (exact, minhash) remove, shard by shard (`curation.core.layout.drops_path`)
     gone = {i for p in (out / "work").glob("*/drops/en/*.parquet") for i in read_drops(p)}
-    return {i for i in ids if i not in gone}, token_sequences([out / "tokenized" / "en" / "en"])
+    exact = {i for p in (out / "work").glob("exact/drops/en/*.parquet") for i in read_drops(p)}
+    kept = [i for i in ids if i not in gone]
+    # the ledger's `clusters` rows (work/minhash/clusters.parquet): members "en/<id>", kept_id the survivor
+    rows = pq.read_table(out / "work" / "minhash" / "clusters.parquet").to_pylist()
+    clusters = {frozenset(m.split("/", 1)[1] for m in r["members"]): r["kept_id"] for r in rows}
+    return {"kept": kept, "tokens": per_document(kept, [out / "tokenized" / "en" / "en"]), "clusters": clusters,
+            "exact": exact}
 
 
 def curate_step_seconds(out: Path) -> dict[str, float]:
@@ -174,7 +185,30 @@ def earliest_shard_first(doc) -> int:
     return 65535 - int(doc.metadata["shard"])
 
 
-def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
+def earliest_survivors(clusters: Path, out: Path) -> dict[int, list[tuple[int, int]]]:
+    """Survivor alignment: datatrove's MinhashDedupCluster keeps the union-find root of each cluster
+    (union by size), curate keeps the earliest member (`dedup.minhash.keep: earliest`: source, shard,
+    row). From the cluster step's own `.clusters` files ((doc, cluster id) per input file), write
+    `.remove` files to `out` that keep each cluster's smallest (file, doc): file = rank = the corpus
+    shard, doc = row within it, i.e. curate's rule. Clusters and buckets stay datatrove's. Returns
+    cluster id -> members (file, doc), ascending."""
+    members: dict[int, list[tuple[int, int]]] = {}
+    for f in sorted(clusters.glob("*.clusters")):
+        pairs = np.fromfile(f, dtype="<u4").reshape(-1, 2)
+        for doc, cid in pairs.tolist():
+            members.setdefault(cid, []).append((int(f.stem), doc))
+    remove: dict[int, list[int]] = {}
+    for m in members.values():
+        m.sort()
+        for file, doc in m[1:]:
+            remove.setdefault(file, []).append(doc)
+    out.mkdir(parents=True, exist_ok=True)
+    for file, docs in remove.items():  # MinhashDedupFilter reads each file's removals ascending
+        np.array(sorted(docs), dtype="<u4").tofile(out / f"{file:06d}.remove")
+    return members
+
+
+def datatrove_e2e(corpus: Path, work: Path) -> dict:
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import (
         MinhashDedupBuckets,
@@ -225,25 +259,78 @@ def datatrove_e2e(corpus: Path, work: Path) -> tuple[set[str], Counter]:
     stage("5-mh-sig", [reader("exact"), MinhashDedupSignature(str(work / "msig"), config=cfg)])
     stage("6-mh-buckets", [MinhashDedupBuckets(str(work / "msig"), str(work / "mbuckets"), config=cfg)],
           tasks=cfg.num_buckets)
-    stage("7-mh-cluster", [MinhashDedupCluster(str(work / "mbuckets"), str(work / "mremove"), config=cfg)], tasks=1)
-    stage("8-mh-filter-tokenize", [reader("exact"), MinhashDedupFilter(str(work / "mremove")), writer("kept"),
+    stage("7-mh-cluster", [MinhashDedupCluster(str(work / "mbuckets"), str(work / "mremove"), config=cfg,
+                                               save_cluster_id=True)], tasks=1)
+    start = time.perf_counter()
+    members = earliest_survivors(work / "mremove", work / "mremove-earliest")
+    STAGE_SECONDS["7-mh-cluster"] += time.perf_counter() - start
+    stage("8-mh-filter-tokenize", [reader("exact"), MinhashDedupFilter(str(work / "mremove-earliest")), writer("kept"),
                                    MegatronDocumentTokenizer(str(work / "tok"), tokenizer_name_or_path=str(TOKENIZER),
                                                              eos_token="<|endoftext|>", batch_size=1000)])
-    kept = {json.loads(line)["id"] for p in (work / "kept").glob("*.jsonl.gz")
-            for line in gzip.open(p, "rt", encoding="utf-8")}
-    return kept, token_sequences([p.with_suffix("") for p in sorted((work / "tok").glob("*.idx"))])
+
+    def ids_of(folder):  # per input file (= rank = corpus shard), the ids in row order
+        files = sorted((work / folder).glob("*.jsonl.gz"))
+        return [[json.loads(line)["id"] for line in gzip.open(p, "rt", encoding="utf-8")] for p in files]
+
+    rows = ids_of("exact")   # what the MinHash steps saw: (file, doc) = rows[file][doc]
+    native = {}              # datatrove's own survivor of each cluster: the member its .remove files keep
+    removed = {(int(p.stem), int(d)) for p in (work / "mremove").glob("*.remove")
+               for d in np.fromfile(p, dtype="<u4").tolist()}
+    clusters = {}
+    for m in members.values():
+        names = frozenset(rows[f][d] for f, d in m)
+        clusters[names] = rows[m[0][0]][m[0][1]]   # the earliest, which the aligned filter keeps
+        native[names] = [rows[f][d] for f, d in m if (f, d) not in removed]
+    kept = [i for rank in ids_of("kept") for i in rank]
+    all_ids = {i for rank in rows for i in rank}
+    native_kept = all_ids - {rows[f][d] for f, d in removed}
+    return {"kept": kept, "tokens": per_document(kept, [p.with_suffix("") for p in sorted((work / "tok").glob("*.idx"))]),
+            "clusters": clusters, "native": native, "native_kept": native_kept}
 
 
-def token_sequences(prefixes: list[Path]) -> Counter:
-    """Multiset of the documents' token sequences (as int64 digests), whatever the file's dtype."""
+def per_document(ids: list[str], prefixes: list[Path]) -> dict[str, tuple[bytes, int]]:
+    """id -> (digest, length) of its token sequence (the .bin slice its .idx entry names), the documents being
+    in the shards' order; the counts must match."""
     from curation.shards import read_index
-    seqs: Counter = Counter()
+    digests = []
     for prefix in prefixes:
         dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
         data = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r") if lengths.size else np.zeros(0, dtype)
         for ptr, n in zip((np.asarray(pointers) // np.dtype(dtype).itemsize).tolist(), lengths.tolist()):
-            seqs[hashlib.blake2b(np.asarray(data[ptr:ptr + n], np.int64).tobytes(), digest_size=16).digest()] += 1
-    return seqs
+            digests.append((hashlib.blake2b(np.asarray(data[ptr:ptr + n], np.int64).tobytes(),
+                                            digest_size=16).digest(), n))
+    assert len(digests) == len(ids), f"{len(digests)} token sequences for {len(ids)} kept documents"
+    return dict(zip(ids, digests))
+
+
+def compare(c: dict, d: dict) -> dict:
+    """Kept ids and tokens of both sides, and the proof that datatrove's own survivor rule was the only
+    difference: every id kept by one side only (under datatrove's native rule) lies in a cluster with
+    the same members on both sides (curate's clusters without the documents its exact dedup removed,
+    which datatrove's MinHash never sees), each side keeping exactly one member."""
+    c_clusters = {}
+    for m, k in c["clusters"].items():
+        m = m - c["exact"]
+        if len(m) > 1:
+            c_clusters[m] = k
+    c_kept, d_kept = set(c["kept"]), set(d["kept"])
+    diff = c_kept ^ d["native_kept"]
+    of = {i: m for m in d["clusters"] for i in m}
+    explained = sum(1 for i in diff if i in of and of[i] in c_clusters and len(of[i] & c_kept) == 1
+                    and len(d["native"][of[i]]) == 1 and len(of[i] & d["native_kept"]) == 1)
+    return {
+        "clusters_curate": len(c_clusters), "clusters_datatrove": len(d["clusters"]),
+        "same_membership": set(c_clusters) == set(d["clusters"]),
+        "one_survivor": all(len(m & c_kept) == 1 and len(m & d_kept) == 1 for m in d["clusters"]),
+        "native_survivor_differs": sum(d["native"][m] != [c_clusters.get(m)] for m in d["clusters"]),
+        "native_only_curate": len(c_kept - d["native_kept"]), "native_only_datatrove": len(d["native_kept"] - c_kept),
+        "native_diff_explained": explained, "native_diff": len(diff),
+        "aligned_survivor_same": all(d["clusters"][m] == c_clusters.get(m) for m in d["clusters"]),
+        "kept_curate": len(c_kept), "kept_datatrove": len(d_kept), "kept_identical": c_kept == d_kept,
+        "tokens_identical": c["tokens"] == d["tokens"],
+        "tokens_differ": sum(c["tokens"].get(i) != d["tokens"].get(i) for i in c_kept | d_kept),
+        "tokens_total": sum(n for _, n in c["tokens"].values()),
+    }
 
 
 # -- 3. the tokenize stage --------------------------------------------------------------------------
@@ -296,20 +383,22 @@ def main() -> None:
         write_shards(shards, corpus)
         n_bytes = sum(p.stat().st_size for p in corpus.glob("*.jsonl.gz"))
         start = time.perf_counter()
-        c_kept, c_tokens = curate_e2e(corpus, work / "curate-out", work)
+        c_side = curate_e2e(corpus, work / "curate-out", work)
         t_curate = time.perf_counter() - start
         c_steps = curate_step_seconds(work / "curate-out")
         start = time.perf_counter()
-        d_kept, d_tokens = datatrove_e2e(corpus, work / "dt")
+        d_side = datatrove_e2e(corpus, work / "dt")
         t_dt = time.perf_counter() - start
+        same = compare(c_side, d_side)
+        print(json.dumps(same, indent=1), flush=True)
         import pyarrow.parquet as pq
         texts = [t for p in sorted((work / "curate-out" / "processed" / "en").glob("*.parquet"))
                  for t in pq.read_table(p).column("text").to_pylist()]
         t_ours, t_bare, stage_tokens = tokenize_stage(texts, work, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    write_report(args, len(base), fs, n_docs, n_bytes, (t_curate, c_kept, c_tokens, c_steps),
-                 (t_dt, d_kept, d_tokens, dict(STAGE_SECONDS)), (t_ours, t_bare, stage_tokens, len(texts)))
+    write_report(args, len(base), fs, n_docs, n_bytes, (t_curate, same, c_steps),
+                 (t_dt, dict(STAGE_SECONDS)), (t_ours, t_bare, stage_tokens, len(texts)))
 
 
 def write_report(args, n_real, fs, n_docs, n_bytes, curate, dt, stage) -> None:
@@ -318,6 +407,8 @@ def write_report(args, n_real, fs, n_docs, n_bytes, curate, dt, stage) -> None:
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(text)
     print(text)
+    same = curate[1]
+    assert same["kept_identical"] and same["tokens_identical"], "kept documents or tokens differ between the two sides"
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import time
 
 
 def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, shards) -> str:
-    t_curate, c_kept, c_tokens, c_steps = curate
-    t_dt, d_kept, d_tokens, d_stages = dt
+    t_curate, same, c_steps = curate
+    t_dt, d_stages = dt
     t_ours, t_bare, stage_tokens, stage_docs = stage
     dtv, old, new = fs["datatrove"]["first"], fs["old"]["first"], fs["new"]["first"]
     warm, cov = fs["new"]["second"], fs["new"]["coverage"]
@@ -17,8 +17,6 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         return f"| {name} | {r['seconds']:.1f} | {r['cpu']:.1f} | {n_real / r['seconds']:,.0f} | {r['kept']:,} |"
 
     distinct = cov["distinct_fast"] + cov["distinct_spacy"]
-    only_c, only_d = len(c_kept - d_kept), len(d_kept - c_kept)
-    same_tokens = c_tokens == d_tokens
     load = os.getloadavg()
     return "\n".join([
         "# Text path: curate vs datatrove vs bare tokenizers", "",
@@ -63,14 +61,25 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         f"| `curate run --workers 2` (embedded Ray, start-up included) | {t_curate:.1f} | {n_docs / t_curate:,.0f} |",
         f"| datatrove, 8 LocalPipelineExecutor stages, workers=2 | {t_dt:.1f} | {n_docs / t_dt:,.0f} |", "",
         f"- curate / datatrove: **{t_dt / t_curate:.2f}×** (goal ≥ 3×)",
-        f"- kept documents: curate {len(c_kept):,}, datatrove {len(d_kept):,}; "
-        + ("**identical ids**" if not only_c and not only_d else
-           f"{only_c:,} ids kept only by curate, {only_d:,} only by datatrove (survivor rules: curate keeps the "
-           "earliest document of a cluster, datatrove's union-by-size a root that is not always the earliest)"),
-        "- token sequences (multiset of every kept document's tokens): "
-        + (f"**identical**, {sum(c_tokens.values()):,} documents"
-           if same_tokens else f"differ in {sum((c_tokens - d_tokens).values()) + sum((d_tokens - c_tokens).values()):,} "
-           "documents"), "",
+        (f"- kept documents: curate {same['kept_curate']:,}, datatrove {same['kept_datatrove']:,}: "
+         + ("**identical ids**" if same["kept_identical"] else "**ids DIFFER**")),
+        ("- token sequences, document by document (each kept id's slice of `.bin` named by its `.idx` entry): "
+         + (f"**identical**, {same['kept_curate']:,} documents, {same['tokens_total']:,} tokens"
+            if same["tokens_identical"] else f"**differ in {same['tokens_differ']:,} documents**")),
+        (f"- MinHash survivors. datatrove's `MinhashDedupCluster` keeps the union-find root of each cluster "
+         "(union by size), curate the earliest member (`dedup.minhash.keep: earliest`: source, shard, row); the "
+         "datatrove side therefore runs its cluster step unchanged (with `save_cluster_id`) and rewrites the "
+         "`.remove` files from its own `.clusters` output to keep each cluster's smallest (file, doc), i.e. "
+         "(shard, row), timed within 7-mh-cluster, just as its exact dedup is told to keep the earliest shard's "
+         f"copy. Clusters: curate {same['clusters_curate']:,} (ledger table `clusters`, less the documents exact "
+         f"dedup removed, which datatrove's MinHash never sees), datatrove {same['clusters_datatrove']:,}; "
+         f"membership **{'identical' if same['same_membership'] else 'DIFFERENT'}**; each side keeps exactly one "
+         f"member of each: {'yes' if same['one_survivor'] else 'NO'}. Under datatrove's native rule "
+         f"{same['native_survivor_differs']:,} clusters keep another member than curate, giving "
+         f"{same['native_only_curate']:,} ids kept only by curate and {same['native_only_datatrove']:,} only by "
+         f"datatrove; {same['native_diff_explained']:,} of these {same['native_diff']:,} ids lie in a cluster of "
+         "identical membership on both sides where each side keeps one member. With the earliest-member rule "
+         f"the survivors agree in {'every' if same['aligned_survivor_same'] else 'NOT every'} cluster."), "",
         ("Where the time goes. curate: seconds each step spent, summed over its tasks (two run at a time); "
         "the rest of the wall time is Ray start-up, the dedup, MinHash and merge phases between them, the "
         "ledger and the report. datatrove: wall seconds of each LocalPipelineExecutor stage."), "",
