@@ -22,6 +22,7 @@ from curation.core.node import Node
 from curation.corpus.decont.benchmarks import load_items
 from curation.corpus.decont.images import match_images
 from curation.corpus.decont.index import build_index, match
+from curation.corpus.stream import column_batches
 from curation.errors import CurateError, RecordError
 from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
 from curation.steps.text.minhash import Shingler
@@ -85,28 +86,32 @@ def run_decont_index(out: Path, node: Node) -> dict:
 
 
 def run_decont(out: Path, node: Node) -> dict:
+    """Flags of one shard. Its documents are matched in batches (`curation.corpus.stream`), each batch
+    against every index shard in turn, so the task holds one batch of text and n-gram hashes, one index
+    shard and the flags, never the shard's text."""
     out_dir, spec = out, node.spec
     items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
     bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
-    table = pq.read_table(processed_path(out_dir, node.source, node.shard), columns=["id", "text"])
     shingler = Shingler.cached(spec["ngram"], "eng")
-    hashes = [shingler(t) for t in table.column("text").to_pylist()]
-    rows = []
-    for rid, found in zip(table.column("id").to_pylist(), match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
-        if not found:
-            continue
-        # the best item: highest share of its n-grams, then most n-grams, then first in the registry
-        it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
-        ratio = c / ngrams[it]
-        if ratio >= spec["threshold"]:
-            rows.append({"source": node.source, "shard": node.shard, "id": rid, "benchmark": bench[it],
-                         "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
-                         "ratio": round(ratio, 6)})
+    rows, documents = [], 0
+    for cols in column_batches(processed_path(out_dir, node.source, node.shard), ("id", "text")):
+        documents += len(cols["id"])
+        hashes = [shingler(t) for t in cols["text"]]
+        for rid, found in zip(cols["id"], match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
+            if not found:
+                continue
+            # the best item: highest share of its n-grams, then most n-grams, then first in the registry
+            it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
+            ratio = c / ngrams[it]
+            if ratio >= spec["threshold"]:
+                rows.append({"source": node.source, "shard": node.shard, "id": rid, "benchmark": bench[it],
+                             "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
+                             "ratio": round(ratio, 6)})
     if spec.get("image"):
         rows = _image_flags(out_dir, node, rows, bench, item_ids)
     path = flags_path(out_dir, node.source, node.shard)
     atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
-    return {"documents": table.num_rows, "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
+    return {"documents": documents, "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
 
 
 def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids: list) -> list[dict]:
