@@ -53,20 +53,22 @@ def run_signatures(out: Path, node: Node) -> dict:
     cfg, bands, rows = spec["cfg"], spec["bands"], spec["rows"]
     shingles = Shingler.cached(cfg["ngram"], cfg["language"])
     a, b = permutations(bands * rows, cfg["seed"])
-    parts = []
-    for cols in column_batches(processed_path(out, node.source, node.shard)):
+    path = processed_path(out, node.source, node.shard)
+    keys = np.empty((pq.ParquetFile(path).metadata.num_rows, bands), dtype=np.uint64)
+    at = 0
+    for cols in column_batches(path):
         sigs = [signature(shingles(t), a, b) for t in cols["text"]]
         full = np.zeros((len(sigs), bands * rows), dtype=np.uint64)
         for i, sig in enumerate(sigs):
             if sig is not None:
                 full[i] = sig
-        keys = band_keys(full, bands, rows)
-        keys[[s is None for s in sigs]] = NO_SHINGLES  # texts without shingles match nothing
-        parts.append(keys)
-    keys = np.concatenate(parts) if parts else np.zeros((0, bands), dtype=np.uint64)
-    path = sig_path(out, node.source, node.shard)
-    save_array(path, keys)
-    return {"documents": int(keys.shape[0]), "outputs": [str(path.relative_to(out))]}
+        batch = band_keys(full, bands, rows)
+        batch[[s is None for s in sigs]] = NO_SHINGLES  # texts without shingles match nothing
+        keys[at:at + len(sigs)] = batch
+        at += len(sigs)
+    sig = sig_path(out, node.source, node.shard)
+    save_array(sig, keys)
+    return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
 
 
 def corpus_shards(out: Path, shards: list[tuple[str, str]], index: list[list[str]]) -> list[tuple[Path, str, str]]:
