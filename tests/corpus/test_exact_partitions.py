@@ -99,3 +99,26 @@ def test_the_phase_tasks_write_the_sequential_rules_drop_lists(tmp_path, parts):
         mine = [(r["id"], r["reason"], r["detail"]) for r in want if (r["source"], r["shard"]) == (s, sh)]
         got = read_drops(drops_path(tmp_path, "exact", s, sh))
         assert list(got.items()) == [(i, (r, d)) for i, r, d in mine]
+
+
+def test_the_partition_setting_plans_ranges_and_moves_no_fingerprint_of_the_result(tmp_path):
+    from curation.plan.graph import load_plan
+    from curation.recipe import load_recipe
+    from tests.conftest import english_doc, make_recipe, write_jsonl
+
+    files = [write_jsonl(tmp_path / f"{k}.jsonl", [{"id": f"{k}-{i}", "text": english_doc(10 * k + i)}
+                                                   for i in range(3)]) for k in range(4)]
+    plans = {}
+    for parts in (None, 3):
+        setting = f", partitions: {parts}" if parts else ""
+        recipe = make_recipe(tmp_path, {"a": files}, extra=f"dedup: {{exact: {{scope: global{setting}}}}}")
+        plans[parts] = load_plan(recipe)
+        fp = load_recipe(recipe).fingerprint
+        plans[parts].recipe_fp = fp
+    auto, three = plans[None], plans[3]
+    assert len([n for n in auto.nodes() if n.phase == "exact_part"]) == 4   # one per shard
+    assert len([n for n in three.nodes() if n.phase == "exact_part"]) == 3
+    final = {p: next(n for n in plan.nodes() if n.phase == "exact") for p, plan in plans.items()}
+    assert final[None].fingerprint == final[3].fingerprint         # the result does not depend on it
+    assert auto.recipe_fp == three.recipe_fp
+    assert [n.fingerprint for n in auto.tokenize] == [n.fingerprint for n in three.tokenize]
