@@ -2,7 +2,8 @@
 
 Every message names the thing (file, record id, recipe key path), the rule that failed,
 the offending value and what to do about it. The CLI prints `CurateError`s without a
-traceback and exits with status 2; anything else is a bug in `curate`.
+traceback and exits with the status its class maps to (`curation.commands.console`: 1 in general,
+3 for a `RecipeError`, 4 for a `VerifyError`); anything else is a bug in `curate` (status 70).
 """
 
 

@@ -3,14 +3,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from curation.ledger.schema import VOLATILE_COLUMNS
+
 
 def _files(out: Path, *globs: str) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for g in globs for p in sorted(out.glob(g))}
 
 
 def _ledger_rows(out: Path) -> dict[str, list[dict]]:
+    """Every ledger table's rows without the volatile columns (timings, run times, host, versions)."""
     rows = {}
     for p in sorted((out / "ledger").glob("*.parquet")):
         table = pq.read_table(p).to_pylist()
-        rows[p.stem] = [{k: v for k, v in r.items() if k != "seconds"} for r in table]
+        rows[p.stem] = [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in table]
     return rows

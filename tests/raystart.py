@@ -7,7 +7,7 @@ such a namespace a `ray start` worker cannot be kept on loopback: with
 `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` Ray refuses to start worker nodes, and without it Ray replaces
 127.0.0.1 in `--address` and `--node-ip-address` by the machine's other address.)
 
-PLAN: {"tmp": DIR, "port": N, "env": {...}, "steps": [STEP, ...]} where a STEP is
+PLAN: {"tmp": DIR, "ray_tmp": DIR, "port": N, "env": {...}, "steps": [STEP, ...]} where a STEP is
 `{"node": NAME, "head": bool, "cpus": N, "env": {...}}` (a `ray start --block` node; waits until it
 has joined) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
 status, stdout and stderr go into RESULT under NAME). Every node is stopped at the end, also when a
@@ -25,6 +25,13 @@ import time
 from pathlib import Path
 
 
+def _ray_tmp(plan: dict) -> str:
+    """Ray's session folder. Its sockets' paths must stay under the 107-byte AF_UNIX limit, which a
+    pytest temp folder (`/tmp/pytest-of-USER/pytest-N/raystartM/ray/session_<time>_<pid>/sockets/...`)
+    can exceed: `ray_tmp` in the plan names a short one."""
+    return plan.get("ray_tmp") or plan["tmp"] + "/ray"
+
+
 def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -34,7 +41,7 @@ def _start_node(step: dict, plan: dict, env: dict, logs: Path) -> subprocess.Pop
     args = [ray, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(step.get("cpus", 1)),
             "--node-name", step["node"], "--disable-usage-stats"]
     if step.get("head"):
-        args += ["--head", "--port", str(plan["port"]), "--temp-dir", plan["tmp"] + "/ray",
+        args += ["--head", "--port", str(plan["port"]), "--temp-dir", _ray_tmp(plan),
                  "--include-dashboard", "false"]
     else:
         args += ["--address", f"127.0.0.1:{plan['port']}"]
@@ -66,7 +73,7 @@ def main(plan_path: str, result_path: str) -> int:
     logs = Path(plan["tmp"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1", "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_TMPDIR": plan["tmp"] + "/ray", **plan.get("env", {})}
+           "RAY_TMPDIR": _ray_tmp(plan), **plan.get("env", {})}
     env.pop("RAY_ADDRESS", None)
     nodes: list[subprocess.Popen] = []
     results: dict = {}

@@ -123,3 +123,12 @@ def test_no_import_cycles():
 def test_modules_stay_small():
     big = sorted((sum(1 for _ in p.open()), str(p.relative_to(REPO))) for p in PACKAGE.rglob("*.py"))
     assert big[-1][0] <= 400, f"modules over 400 lines: {[b for b in big if b[0] > 400]}"
+
+
+def test_test_file_names_are_unique():
+    """pytest's default import mode imports each test file by its base name: two with the same name in
+    different folders stop the whole suite at collection."""
+    seen: dict[str, Path] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a name; rename one"
+        seen[path.name] = path

@@ -1,8 +1,10 @@
 """The raw/ layer: sources with `acquire:` are unpacked, copied or downloaded into
 `<out>/raw/<source>/` before the run is planned; `input.paths` then name files in that folder.
 
-- `archive`: a tar/zip extracted with `curation.acquire.archives.extract` (no traversal, no links,
-  size/count/ratio limits) into `files/`. What was fetched = the archive: its sha256 is recorded.
+- `archive`: a tar/zip extracted with `curation.acquire.archives.extract` into `files/`, member by
+  member: a hostile member (traversal, absolute path, link, device, ...) is refused and counted as
+  `refused:<reason>` (listed in `refused`), the others kept; size/count/ratio limits and a corrupt
+  archive stop it whole. What was fetched = the archive: its sha256 is recorded.
 - `fsspec`: every file matching an fsspec URL glob is copied into `files/`; the recorded sha256 is
   over the sorted (name, sha256) list. A Hugging Face snapshot path (`.../snapshots/<commit>/`)
   pins its revision, which must match the source's `revision` when both are given.
@@ -16,6 +18,8 @@
   transcripts; sub-folder = recording; sorted position = clip order) for `input.format: audio`.
 - `image_folder`: the images under a local folder, with sidecar captions, packed into WebDataset
   tars `images-NNNNN.tar` the same way.
+  Both read only inside the folder and `input.allow_roots` (`curation.core.contain`): a clip, image or
+  sidecar that is a link out is refused with its sample (`refused:link_outside_input`, listed).
 
 `<out>/raw/<source>/acquired.json` holds that record (the ledger's `acquisition` rows and the
 `sources.fetched_sha256` column are read from it; a `urls` record also lists the threat feeds it
@@ -128,13 +132,22 @@ def _archive(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     return _write(folder, {"key": key, "source": src.name, "kind": "archive", "origin": src.acquire.path,
                            "origin_sha256": sha, "fetched_sha256": sha, "files": len(result.files),
                            "bytes": result.bytes, "outcomes": {"ok": len(result.files),
-                                                               **{f"skipped:{k}": v for k, v in
-                                                                  result.skipped.items()}}})
+                                                               **{f"refused:{k}": v for k, v in
+                                                                  result.refused.items()}},
+                           "refused": result.refused_members})
+
+
+def _outcomes(ok: int, refused: list[dict]) -> dict[str, int]:
+    counts = {"ok": ok}
+    for r in refused:
+        counts[f"refused:{r['reason']}"] = counts.get(f"refused:{r['reason']}", 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _image_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     from curation.acquire.pack import folder_samples, write_tars
-    samples = folder_samples(loaded.resolve(src.acquire.path))
+    scan = folder_samples(loaded.resolve(src.acquire.path), src.input.allowed_roots(loaded.base_dir))
+    samples = scan.samples
     # every part of a sample counts: an edited sidecar caption or JSON is a changed input, re-packed
     sha = _listing_sha([(k, fingerprint([hashlib.sha256(data).hexdigest(), fields,
                                          hashlib.sha256(caption).hexdigest() if caption is not None else None]))
@@ -145,7 +158,8 @@ def _image_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
         write_tars(samples, folder)
     return _write(folder, {"key": key, "source": src.name, "kind": "image_folder", "origin": src.acquire.path,
                            "origin_sha256": sha, "fetched_sha256": sha, "files": len(samples),
-                           "bytes": sum(len(s[1]) for s in samples), "outcomes": {"ok": len(samples)}})
+                           "bytes": sum(len(s[1]) for s in samples), "outcomes": _outcomes(len(samples), scan.refused),
+                           "refused": scan.refused})
 
 
 AUDIO_EXTS = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3"}
@@ -154,33 +168,52 @@ AUDIO_EXTS = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3"}
 def _audio_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     """Audio files under a folder (recursively) copied into `files/`, and `clips.jsonl`: one clip per
     file, its sidecar `<stem>.txt` as transcript, the sub-folder as recording and the file's position
-    in sorted order within it as clip order (name clips so they sort in reading order)."""
+    in sorted order within it as clip order (name clips so they sort in reading order).
+
+    Only files inside the folder (or `input.allow_roots`) are read: a clip or a sidecar that is a link
+    out of the tree refuses the clip (`link_outside_input`, listed in `refused`). A transcript's bytes
+    are kept as they are, so one that is not UTF-8 is quarantined by the reader
+    (`bad_transcript_encoding`), never mended; a file name that is not UTF-8 is copied under its
+    backslash-escaped name (`caf\\xe9.wav`)."""
+    from curation.acquire.pack import display_name, read_sidecar
+    from curation.core.contain import InputTree, Refusal
     root = loaded.resolve(src.acquire.path)
     if not root.is_dir():
         raise InputError(f"source {src.name!r}: audio folder {root} does not exist; fix acquire.path")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTS)
+    tree = InputTree(root, src.input.allowed_roots(loaded.base_dir))
     a = src.audio_settings()
-    pairs, lines, order = [], [], {}
+    pairs, lines, order, refused, total = [], [], {}, [], 0
     shutil.rmtree(folder / "files", ignore_errors=True)
-    for f in files:
-        rel = f.relative_to(root)
+    for f, refusal in tree.walk(AUDIO_EXTS):
+        rel = Path(display_name(f.relative_to(root)))
+        transcript = read_sidecar(tree, f.with_suffix(".txt"))
+        clip = tree.open(f) if refusal is None else refusal
+        refusal = next((x for x in (clip, transcript) if isinstance(x, Refusal)), None)
+        if refusal is not None or (folder / "files" / rel).exists():
+            if not isinstance(clip, Refusal):
+                clip.close()
+            refused.append({"path": str(rel), "reason": refusal.reason if refusal else "duplicate_name",
+                            "detail": refusal.detail if refusal else f"{rel} is also the escaped name of another file"})
+            continue
         (folder / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(f, folder / "files" / rel)
+        with clip, open(folder / "files" / rel, "wb") as out:
+            shutil.copyfileobj(clip, out)
         recording = str(rel.parent) if str(rel.parent) != "." else rel.stem
         order[recording] = order.get(recording, -1) + 1
         line = {a.audio_field: str(Path("files") / rel), a.recording_field: recording,
                 a.order_field: order[recording], "id": str(rel.with_suffix(""))}
-        sidecar = f.with_suffix(".txt")
-        if sidecar.is_file():
-            line[src.input.text_field] = sidecar.read_bytes().decode("utf-8", errors="replace").strip()
+        if transcript is not None:
+            # undecodable bytes ride through as surrogates and are written back as the same bytes
+            line[src.input.text_field] = transcript.decode("utf-8", errors="surrogateescape").strip()
         lines.append(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
-        pairs.append((str(rel), sha256_file(f)))
-    (folder / "clips.jsonl").write_text("".join(lines), encoding="utf-8")
+        pairs.append((str(rel), sha256_file(folder / "files" / rel)))
+        total += (folder / "files" / rel).stat().st_size
+    (folder / "clips.jsonl").write_bytes("".join(lines).encode("utf-8", errors="surrogateescape"))
     sha = _listing_sha(pairs)
     return _write(folder, {"key": fingerprint({"spec": spec, "sha256": sha}), "source": src.name,
                            "kind": "audio_folder", "origin": src.acquire.path, "origin_sha256": sha,
-                           "fetched_sha256": sha, "files": len(files), "bytes": sum(f.stat().st_size for f in files),
-                           "outcomes": {"ok": len(files)}})
+                           "fetched_sha256": sha, "files": len(pairs), "bytes": total,
+                           "outcomes": _outcomes(len(pairs), refused), "refused": refused})
 
 
 def snapshot_revision(src) -> str | None:

@@ -1,11 +1,14 @@
-"""The `curate` command line."""
+"""The `curate` command line. Exit codes, `-v/--verbose`, `--quiet` and `--log` are the same for every
+command (`curation.commands.console`); a subcommand added with `add_parser` gets them automatically."""
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from curation import __version__
+from curation.commands.console import EXIT_CODES_HELP, Session, UsageError, add_common_options_everywhere
 from curation.core.extras import require
 from curation.errors import CurateError
 
@@ -42,39 +45,64 @@ def _cmd_run(a) -> int:
 
 def _cmd_verify(a) -> int:
     from curation.mixture.manifests import verify_manifest
+    if a.relocate:
+        from curation.mixture.megatron import relocate_handoff
+        for path in relocate_handoff(Path(a.manifest)):
+            print(f"rewrote {path}", file=sys.stderr)
     for line in verify_manifest(Path(a.manifest)):
         print(f"ok  {line}")
     print(f"{a.manifest}: verified")
     return 0
 
 
-def _print_table(cols, rows) -> None:
+def _print_table(cols, rows, file=None) -> None:
     from rich.console import Console
     from rich.table import Table
     t = Table(*cols)
     for r in rows:
         t.add_row(*[f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in r])
-    Console(width=200).print(t)
+    Console(width=200, file=file or sys.stdout).print(t)
+
+
+LEDGER_DEFAULT = ("sources", "steps", "drops", "quarantine", "tokens", "mixture")   # printed without --table
 
 
 def _cmd_ledger(a) -> int:
-    from curation.ledger import SCHEMAS, query
+    from curation.core.atomic import atomic_write_bytes
+    from curation.ledger import SCHEMAS
+    from curation.ledger.export import encode, export_all, select
     from curation.ledger.store import VIEWS
     ldir = Path(a.out) / "ledger"
-    if a.sql:
-        sqls = [a.sql]
-    elif a.table:
-        sqls = [f'SELECT * FROM "{a.table}"']
+    if a.table and a.table not in SCHEMAS and a.table not in VIEWS:
+        raise UsageError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; views: {', '.join(VIEWS)}")
+    if a.format == "table":
+        names = [None] if a.sql else [a.table] if a.table else list(LEDGER_DEFAULT)
+        with open(a.output, "w", encoding="utf-8") if a.output else nullcontext(sys.stdout) as f:
+            for name in names:
+                data = select(ldir, table=name, sql=a.sql)
+                if name and not a.table:
+                    print(name, file=f)
+                _print_table(data.column_names, [tuple(r.values()) for r in data.to_pylist()], file=f)
+        return 0
+    if not a.table and not a.sql:
+        if not a.output:
+            raise UsageError(f"--format {a.format} without --table or --sql exports every table: give "
+                             f"--output FOLDER (one {a.format} file per table)")
+        for path in export_all(ldir, a.format, Path(a.output)):
+            print(path)
+        return 0
+    data = encode(select(ldir, table=a.table, sql=a.sql), a.format)
+    if a.output:
+        atomic_write_bytes(Path(a.output), data)
+        if not a.quiet:
+            print(f"wrote {a.output}", file=sys.stderr)
+    elif a.format == "parquet":
+        if sys.stdout.isatty():
+            raise UsageError("--format parquet is binary: give --output FILE or redirect stdout")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
     else:
-        sqls = [f'SELECT * FROM "{t}"' for t in ("sources", "steps", "drops", "quarantine", "tokens", "mixture")]
-    for sql in sqls:
-        if not a.sql and a.table and a.table not in SCHEMAS and a.table not in VIEWS:
-            raise CurateError(f"unknown ledger table {a.table!r}; tables: {', '.join(SCHEMAS)}; "
-                              f"views: {', '.join(VIEWS)}")
-        cols, rows = query(ldir, sql)
-        if not a.sql:
-            print(sql.split("FROM ")[1].strip('"'))
-        _print_table(cols, rows)
+        sys.stdout.write(data.decode())
     return 0
 
 
@@ -162,7 +190,8 @@ def _cmd_codec_check(a) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="curate", description="Data curation and mixture accounting for "
-                                "multimodal LLM pretraining.")
+                                "multimodal LLM pretraining.", epilog=EXIT_CODES_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"curate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -177,7 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
                         "joining a cluster or for runs big enough to pay for its start-up, else local; the "
                         "choice is printed)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
     s.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("validate", help="check a recipe and its inputs; print its fingerprint")
@@ -189,14 +217,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nodes", action="store_true", help="one `key fingerprint` line per node, nothing else")
     s.set_defaults(fn=_cmd_explain)
 
-    s = sub.add_parser("verify", help="re-hash a manifest's shards and compare counts with the ledger")
+    s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")
     s.add_argument("manifest")
+    s.add_argument("--relocate", action="store_true",
+                   help="first rewrite the paths the stage's hand-off files (and the ledger's decisions view) "
+                        "name, for an output folder that was copied or moved")
     s.set_defaults(fn=_cmd_verify)
 
-    s = sub.add_parser("ledger", help="print ledger tables or run SQL on ledger.duckdb")
+    s = sub.add_parser("ledger", help="print or export ledger tables, or run SQL on ledger.duckdb",
+                       description="Print ledger tables (default: " + ", ".join(LEDGER_DEFAULT) + ") or export "
+                       "them. --format csv|json|parquet writes one table, view or query to --output FILE "
+                       "(else stdout), or, with neither --table nor --sql, every table into --output FOLDER. "
+                       "CSV writes list values as JSON text; JSON is an array of row objects.")
     s.add_argument("out", help="the output folder of a run")
-    s.add_argument("--table", help="one table or view")
-    s.add_argument("--sql", help="a SQL query (DuckDB dialect, read-only)")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--table", help="one table or view")
+    which.add_argument("--sql", help="a SQL query (DuckDB dialect, read-only)")
+    s.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table",
+                   help="`table` (default): boxes for reading; csv, json, parquet: for other tools")
+    s.add_argument("--output", metavar="FILE", help="write there instead of stdout (a folder for all tables)")
     s.set_defaults(fn=_cmd_ledger)
 
     s = sub.add_parser("report", help="rewrite the report of an output folder from its ledger")
@@ -259,22 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("spec", help="a classifier spec (YAML), e.g. recipes/classifiers/demo-quality.yaml")
     s.add_argument("--out", required=True, help="folder for NAME.ftz|.bin, NAME.card.json, NAME.train.txt")
     s.set_defaults(fn=_cmd_classifier_train)
+
+    add_common_options_everywhere(p)   # last: every subcommand above, whoever added it
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `curate ARGV`; returns the exit code (`curation.commands.console` lists them). A usage error
+    exits through argparse (SystemExit 2)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except CurateError as e:
-        print(f"curate: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("curate: interrupted; completed tasks are kept, re-run to finish", file=sys.stderr)
-        return 130
+    return Session(args.verbose, args.quiet, args.log).run(args.fn, args, argv)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ checked by name and shape against the configuration), then encodes a fixed probe
 image or a 2-second test clip, built from integer arithmetic alone so it is bit-identical on every
 machine) and prints the sha256 of its codes: two sites with the same files, code and precision get
 the same hash, and a changed checkpoint, library or precision mode shows as a different one. A bad
-folder raises `InputError` naming every offending tensor (the CLI exits with status 2).
+folder raises `InputError` naming every offending tensor (the CLI exits with status 1).
 
 PATH may also be a seeded demo yaml; `--kind` is inferred from the configuration when omitted.
 """

@@ -10,6 +10,7 @@ from curation.acquire.sources import acquire_all
 from curation.core.layout import ledger_dir, source_prefix
 from curation.errors import RunFailed
 from curation.ledger import build_rows, write_ledger
+from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
 from curation.mixture.manifests import build_manifests, remove_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
@@ -21,6 +22,7 @@ from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
 from curation.shards import read_index
+from curation.steps.image.worklist import write_worklist
 from curation.train.writeback import previous_consumed
 
 EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
@@ -70,6 +72,7 @@ def choose_executor(plan: Plan, executor: str, address: str | None, workers: int
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
         progress: bool = True, resolver=None, executor: str = "auto") -> RunResult:
     """`resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
+    started_at = utc_now()
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     early = load_recipe(recipe_path, resolve_inputs=False)
@@ -84,11 +87,12 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
         done = execute(plan, out, ex)
-    rows = build_rows(plan, done.markers, out)
+    write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
+    rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
     docs = {t["source"]: t["documents"] for t in rows["tokens"]}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
-                              lengths=lambda s: read_index(Path(f"{source_prefix(out, s)}.idx"))[1])
+                              lengths=lambda s, suffix="": read_index(Path(f"{source_prefix(out, s)}{suffix}.idx"))[1])
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
@@ -108,14 +112,15 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
 
 
 def _warn(rows: dict) -> None:
-    refused: dict[str, list[int]] = {}
+    refused: dict[str, list] = {}
     for a in rows.get("acquisition", []):
-        n = refused.setdefault(a["source"], [0, 0])
+        n = refused.setdefault(a["source"], [0, 0, a["kind"]])
         n[0] += a["items"] if a["outcome"] == "refused" else 0
         n[1] += a["items"]
-    for source, (bad, total) in refused.items():
+    for source, (bad, total, kind) in refused.items():
         if bad:
-            print(f"acquisition: {source}: {bad} of {total} item(s) refused by the network guard "
+            by = "the network guard" if kind == "urls" else "input containment and archive checks"
+            print(f"acquisition: {source}: {bad} of {total} item(s) refused by {by} "
                   f"({100 * bad / total:.1f}%); reasons in the ledger table `acquisition`", file=sys.stderr)
     for flag in rows["mixture_flags"]:
         print(f"warning: stage {flag['stage']}: {flag['kind']}: {flag['message']}", file=sys.stderr)

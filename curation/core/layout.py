@@ -9,6 +9,7 @@
     quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons
     review/                           exports for people (decontamination review)
     ledger/, manifests/, reports/     what auditors, trainers and readers open
+    megatron/<stage>/                 the Megatron-LM hand-off of a stage (`curation.mixture.megatron`)
 """
 from __future__ import annotations
 
@@ -101,3 +102,8 @@ def ledger_dir(out: Path) -> Path:
 
 def manifests_dir(out: Path) -> Path:
     return out / "manifests"
+
+
+def megatron_dir(out: Path, stage: str) -> Path:
+    """A stage's Megatron-LM hand-off: data-args files and the indexed datasets that express its plan."""
+    return out / "megatron" / stage

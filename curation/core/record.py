@@ -24,6 +24,9 @@ class Record:
     shards: dict[str, list] = field(default_factory=dict)
     image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
     audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
+    # encoded media files of a record that holds several, in the order its `meta` lists them: the images of an
+    # interleaved document (`meta["images"]`), the images and clips of a conversation (`meta["media"]`)
+    media: list[bytes | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

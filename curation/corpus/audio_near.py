@@ -17,14 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_parquet
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row, components, groups
-from curation.core.hashing import fingerprint
-from curation.core.layout import drops_path, processed_path, work_dir
-from curation.core.node import CODE_EPOCH, Node
-from curation.corpus.base import CorpusPhase, PlanContext
+from curation.core.layout import processed_path
+from curation.corpus.near import NearDuplicatePhase
 from curation.steps.audio.fingerprint import near_duplicates
-from curation.steps.droplist import read_drops
 
 CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("kind", pa.string()), *CLUSTER_COLUMNS[1:], ("max_ber", pa.float64())])
 
@@ -75,42 +71,14 @@ def audio_duplicates(out: Path, shards: list[tuple[str, str]], ber: dict[str, fl
     return rows, pa.Table.from_pylist(clusters, schema=CLUSTERS)
 
 
-class AudioNearPhase(CorpusPhase):
+class AudioNearPhase(NearDuplicatePhase):
     name = "audio_near"
-    step = "exact_dedup"
-    tables = {"audio_clusters": pa.schema([("run", pa.string()), *CLUSTERS])}
+    modalities = ("audio",)
+    table = "audio_clusters"
+    clusters = CLUSTERS
 
-    def applies(self, recipe) -> bool:
-        return any(s.modality == "audio" for s in recipe.sources)
+    def settings(self, recipe) -> dict:
+        return {"ber": {s.name: s.audio_settings().near_dup_ber for s in recipe.sources if self.covers(s)}}
 
-    def covers(self, src) -> bool:
-        return src.modality == "audio"
-
-    def plan(self, ctx: PlanContext) -> list[list[Node]]:
-        r = ctx.loaded.recipe
-        process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
-        ber = {s.name: s.audio_settings().near_dup_ber for s in r.sources if self.covers(s)}
-        exact = r.dedup.exact is not None
-        node = Node("audio_near", None, None, fingerprint(
-            {"v": CODE_EPOCH, "phase": "audio_near", "ber": ber,
-             "exact": ctx.planned["exact/audio"].fingerprint if exact else None,
-             "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-            deps=[n.key for n in process] + (["exact/audio"] if exact else []),
-            spec={"ber": ber, "exact": exact, "shards": [(n.source, n.shard) for n in process]})
-        return [[node]]
-
-    def runners(self):
-        return {"audio_near": self.run}
-
-    def run(self, out: Path, node: Node) -> dict:
-        shards = [tuple(s) for s in node.spec["shards"]]
-        gone = {(s, i) for s, sh in shards for i in read_drops(drops_path(out, "exact", s, sh))} \
-            if node.spec["exact"] else set()
-        rows, clusters = audio_duplicates(out, shards, node.spec["ber"], gone)
-        path = work_dir(out, self.name) / "clusters.parquet"
-        atomic_write_parquet(path, clusters)
-        return {"duplicates": len(rows), "outputs": [*self.write_drops(out, shards, rows), str(path.relative_to(out))]}
-
-    def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
-        clusters = pq.read_table(work_dir(out, self.name) / "clusters.parquet").to_pylist()
-        return {"audio_clusters": [{"run": run, **c} for c in clusters]}
+    def find(self, out: Path, shards: list[tuple[str, str]], settings: dict, gone: set):
+        return audio_duplicates(out, shards, settings["ber"], gone)

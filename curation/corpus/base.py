@@ -79,11 +79,12 @@ class CorpusPhase:
 
     # -- shared by the phases -------------------------------------------------
     def write_drops(self, out: Path, shards: list[tuple[str, str]], rows: list[dict]) -> list[str]:
-        """One drop list per covered shard from rows with source, shard, id, reason and optionally detail
-        (the evidence); returns the paths."""
-        per: dict[tuple[str, str], list[tuple[str, str, str]]] = {s: [] for s in shards}
+        """One drop list per covered shard from rows with source, shard, id, reason, optionally detail (the
+        evidence) and `image` (the index of one image to remove from the record rather than the record);
+        returns the paths."""
+        per: dict[tuple[str, str], list[tuple]] = {s: [] for s in shards}
         for r in rows:
-            per[(r["source"], r["shard"])].append((r["id"], r["reason"], r.get("detail") or ""))
+            per[(r["source"], r["shard"])].append((r["id"], r["reason"], r.get("detail") or "", r.get("image")))
         paths = []
         for (source, shard), drops in per.items():
             path = drops_path(out, self.name, source, shard)

@@ -7,15 +7,19 @@
                                bucket become edges to the bucket's first   → edges/<b>-<p>.npy
     clusters                   connected components over the documents
                                that have an edge (memory follows the
-                               duplicates, not the corpus); the smallest
-                               global index of a component is kept        → drops/, duplicates.parquet,
+                               duplicates, not the corpus); one survivor
+                               per component is kept                       → drops/, duplicates.parquet,
                                                                              clusters.parquet, params.json
 
-Global index = position in canonical order (recipe source order, shard, row), so the survivor rule
-"earliest source priority, then shard, then row" is simply the component's minimum, and the result
-cannot depend on worker count or task completion order. With `index:` (earlier output folders), those
-runs' signatures come first in that order: a new document near one of theirs is removed, theirs are
-never recomputed or removed (incremental dedup). Text sources only.
+Global index = position in canonical order (recipe source order, shard, row). Survivor rules
+(`dedup.minhash.keep`): `earliest` keeps the component's minimum ("earliest source priority, then
+shard, then row"); `highest_quality` keeps the member with the highest `score_field`, ties by that
+same minimum (the scores of the clustered documents only are read from the processed shards'
+metadata). Either way the result cannot depend on worker count or task completion order. With
+`index:` (earlier output folders), those runs' signatures come first in that order: a new document
+near one of theirs is removed, theirs are never recomputed or removed (incremental dedup), whatever
+the rule. Text sources, and the joined text of interleaved image-text documents (a near-duplicate
+page is removed whole; its images are deduplicated by pHash).
 """
 from __future__ import annotations
 
@@ -138,6 +142,34 @@ def _names(entries, n_index: int, offsets: np.ndarray, nodes: np.ndarray) -> dic
     return names
 
 
+def _scores(entries, n_index: int, offsets: np.ndarray, nodes: np.ndarray, field: str) -> np.ndarray:
+    """`meta[field]` of the given nodes of this run (earlier runs' documents: -inf, they are never
+    removed), reading the `meta` column one shard at a time."""
+    owner = np.searchsorted(offsets, nodes, side="right") - 1
+    scores = np.full(nodes.size, -np.inf)
+    for e in np.unique(owner[owner >= n_index]).tolist():
+        root_dir, source, shard = entries[e]
+        col = pq.read_table(processed_path(root_dir, source, shard), columns=["meta"]).column("meta")
+        for j in np.flatnonzero(owner == e).tolist():
+            row = int(nodes[j] - offsets[e])
+            v = json.loads(col[row].as_py() or "{}").get(field)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                raise RecipeError(f"dedup.minhash.keep: highest_quality: document {row} of source {source!r} "
+                                  f"(shard {shard}) has no numeric meta[{field!r}] (got {v!r}); score every text "
+                                  f"source with a `quality` step writing {field!r}")
+            scores[j] = float(v)
+    return scores
+
+
+def highest_quality(roots: np.ndarray, nodes: np.ndarray, scores: np.ndarray, indexed: int) -> np.ndarray:
+    """The survivor of each node's component: the highest score, then the smallest global index (earliest
+    source, shard, row); a component holding an earlier run's document keeps that one (its minimum)."""
+    order = np.lexsort((nodes, -scores, roots))            # by component, best first
+    first = np.r_[True, roots[order][1:] != roots[order][:-1]]
+    best = dict(zip(roots[order][first].tolist(), nodes[order][first].tolist()))
+    return np.array([r if r < indexed else best[r] for r in roots.tolist()], dtype=np.int64)
+
+
 def run_clusters(out: Path, node: Node, phase: "MinHashPhase") -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
@@ -149,21 +181,25 @@ def run_clusters(out: Path, node: Node, phase: "MinHashPhase") -> dict:
     edges = [np.load(edges_path(out, b, p)) for b in range(spec["bands"]) for p in range(spec["partitions"])]
     all_edges = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
     nodes, roots = clustered_roots(all_edges)
-    removed = (nodes != roots) & (nodes >= indexed)
+    kept = roots
+    if spec["cfg"]["keep"] == "highest_quality":
+        kept = highest_quality(roots, nodes, _scores(entries, n_index, offsets, nodes, spec["cfg"]["score_field"]),
+                               indexed)
+    removed = (nodes != kept) & (nodes >= indexed)
     keep = np.isin(roots, roots[removed])  # clusters with at least one document of this run removed
-    nodes, roots, removed = nodes[keep], roots[keep], removed[keep]
+    nodes, roots, kept, removed = nodes[keep], roots[keep], kept[keep], removed[keep]
     names = _names(entries, n_index, offsets, nodes)
 
     def name(g: int) -> str:
         return f"{names[g][0]}/{names[g][2]}"
 
-    dup_rows = [{"source": names[g][0], "shard": names[g][1], "id": names[g][2], "cluster": name(r)}
-                for g, r in zip(nodes[removed].tolist(), roots[removed].tolist())]
-    members: dict[int, list[int]] = {}
-    for g, r in zip(nodes.tolist(), roots.tolist()):
-        members.setdefault(r, []).append(g)
+    dup_rows = [{"source": names[g][0], "shard": names[g][1], "id": names[g][2], "cluster": name(k)}
+                for g, k in zip(nodes[removed].tolist(), kept[removed].tolist())]
+    members: dict[int, tuple[int, list[int]]] = {}   # component minimum -> (survivor, members ascending)
+    for g, r, k in zip(nodes.tolist(), roots.tolist(), kept.tolist()):
+        members.setdefault(r, (k, []))[1].append(g)
     labels = {g: (source, rid) for g, (source, _, rid) in names.items()}
-    cluster_rows = [cluster_row(labels, r, m) for r, m in sorted(members.items())]
+    cluster_rows = [cluster_row(labels, k, m) for _, (k, m) in sorted(members.items())]
     base = work_dir(out, "minhash")
     atomic_write_parquet(base / "duplicates.parquet", pa.Table.from_pylist(dup_rows, schema=DUPLICATES))
     atomic_write_parquet(base / "clusters.parquet", pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
@@ -205,7 +241,7 @@ class MinHashPhase(CorpusPhase):
         return recipe.dedup.minhash is not None
 
     def covers(self, src) -> bool:
-        return src.modality == "text"
+        return src.modality in ("text", "interleaved")
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.dedup.minhash
@@ -225,8 +261,9 @@ class MinHashPhase(CorpusPhase):
             {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions, "scope": cfg.scope,
              "sigs": sigs}), deps=[n.key for n in signatures], spec={**band_spec, "band": b, "part": p})
                  for b in range(n_bands) for p in range(cfg.partitions)]
+        survivor = {} if cfg.keep == "earliest" else {"keep": cfg.keep, "score_field": cfg.score_field}
         clusters = Node("clusters", None, None, fingerprint(
-            {"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands]}),
+            {"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands], **survivor}),
             deps=[n.key for n in bands], spec=band_spec)
         return [signatures, bands, [clusters]]
 
@@ -246,4 +283,4 @@ class MinHashPhase(CorpusPhase):
         n_sig = sum(n.phase == "signatures" for n in nodes)
         n_band = sum(n.phase == "band" for n in nodes)
         return (f"MinHash {cfg['ngram']}-grams, {b} bands × {rows} rows, {cfg['scope']}: {n_sig} signature tasks → "
-                f"{n_band} band tasks → clusters {nodes[-1].fingerprint}")
+                f"{n_band} band tasks → clusters (keep {cfg['keep']}) {nodes[-1].fingerprint}")

@@ -14,6 +14,7 @@ from curation.acquire.sources import read_acquired
 from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
+from curation.ledger.environment import environment_row
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
@@ -41,8 +42,8 @@ def _source_row(plan: Plan, src, out: Path) -> dict:
         compliance(plan.recipe, src, None)   # no input files: the same licence spec the tasks would get
     return {"source": src.name, "source_fingerprint": next(n.fingerprint for n in plan.merge if n.source == src.name),
             "modality": src.modality, "category": src.category,
-            "revision": src.revision or (acquired or {}).get("revision"), "license": src.license,
-            "license_class": comp["licence"]["class"], "weight": src.weight,
+            "revision": src.revision or (acquired or {}).get("revision"), "licence": src.license,
+            "licence_class": comp["licence"]["class"], "weight": src.weight,
             "included": None, "excluded_reason": None,  # set once the stages are planned
             "input_files": len(files), "input_bytes": sum(f.size for f in files),
             "licence_decision": licence_decision(comp["licence"]),
@@ -83,13 +84,23 @@ def _step_rows(run: str, source: str, totals: dict[str, StepStats]) -> dict[str,
     return rows
 
 
-def build_rows(plan: Plan, markers: dict, out: Path) -> dict[str, list[dict]]:
+def runs_row(plan: Plan, started_at: str | None, finished_at: str | None) -> dict:
+    """The run's row: what ran (recipe fingerprint, vocabulary, curate version, stages) and the execution
+    columns (UTC start and end, host, library versions; `curation.ledger.environment`)."""
+    r = plan.recipe.recipe
+    return {"run": plan.recipe.fingerprint, "recipe": r.name, "vocabulary": plan.vocab.id,
+            "vocabulary_sha256": plan.vocab.sha256, "curate_version": __version__,
+            "stages": ", ".join(s.name for s in r.stages), **environment_row(started_at, finished_at)}
+
+
+def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None = None,
+               finished_at: str | None = None) -> dict[str, list[dict]]:
+    """All rows but the mixture's; `started_at`/`finished_at` (UTC ISO, `environment.utc_now`) are the
+    run's, from `curate run`."""
     run = plan.recipe.fingerprint
     r = plan.recipe.recipe
     rows: dict[str, list[dict]] = defaultdict(list)
-    rows["runs"].append({"run": run, "recipe": r.name, "vocabulary": plan.vocab.id,
-                         "vocabulary_sha256": plan.vocab.sha256, "curate_version": __version__,
-                         "stages": ", ".join(s.name for s in r.stages)})
+    rows["runs"].append(runs_row(plan, started_at, finished_at))
     all_totals: dict[str, dict[str, StepStats]] = {}
     for src in r.sources:
         files = plan.recipe.inputs[src.name]

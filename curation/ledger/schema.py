@@ -8,16 +8,25 @@ from __future__ import annotations
 import pyarrow as pa
 
 from curation.acquire.feeds import FEEDS_SCHEMA
+from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
+# Columns whose values describe one execution rather than its outputs: step timings, when and where the
+# run happened, the library versions it found. Left out of the manifests' ledger digests
+# (`curation.mixture.merkle.table_digest`) and of the determinism checks, so two runs of the same
+# recipe on the same inputs still give byte-identical manifests. Column names here are unique
+# across the ledger's tables.
+VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES})
+
 CORE: dict[str, pa.Schema] = {
+    # one row per run; the execution columns (UTC ISO times, host, library versions) are volatile
     "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),
                        ("vocabulary_sha256", pa.string()), ("curate_version", pa.string()),
-                       ("stages", pa.string())]),
+                       ("stages", pa.string()), *[(c, pa.string()) for c in (*TIME_COLUMNS, *LIBRARIES)]]),
     "sources": pa.schema([("run", pa.string()), ("source", pa.string()), ("source_fingerprint", pa.string()),
                           ("modality", pa.string()), ("category", pa.string()), ("revision", pa.string()),
-                          ("license", pa.string()), ("license_class", pa.string()), ("weight", pa.float64()),
+                          ("licence", pa.string()), ("licence_class", pa.string()), ("weight", pa.float64()),
                           ("included", pa.bool_()), ("excluded_reason", pa.string()),
                           ("input_files", pa.int64()), ("input_bytes", pa.int64()),
                           ("licence_decision", pa.string()), ("optout_mode", pa.string()), ("pii", pa.string()),

@@ -54,18 +54,34 @@ def write_ledger(rows: dict[str, list[dict]], ledger_dir: Path) -> Path:
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{path}')")
         for name, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {sql}")
-        decisions = ledger_dir / "decisions"
-        if any(decisions.glob("source=*/*.parquet")):   # per-record evidence, read in place (not copied)
-            glob = str(decisions / "source=*" / "*.parquet").replace("'", "''")
-            con.execute(f"CREATE VIEW decisions AS SELECT * FROM read_parquet('{glob}', hive_partitioning = true)")
-        else:
-            con.execute("CREATE VIEW decisions AS SELECT NULL::VARCHAR AS source, NULL::VARCHAR AS shard, "
-                        "NULL::VARCHAR AS id, NULL::VARCHAR AS step, NULL::VARCHAR AS outcome, "
-                        "NULL::VARCHAR AS reason, NULL::VARCHAR AS detail WHERE false")
+        con.execute(f"CREATE VIEW decisions AS {decisions_view(ledger_dir)}")
     finally:
         con.close()
     os.replace(tmp, db)
     return db
+
+
+def decisions_view(ledger_dir: Path) -> str:
+    """The SQL of the `decisions` view: the per-record evidence in `decisions/`, read in place (not copied
+    into the DuckDB file; it holds a row per removed record), or an empty relation of its columns."""
+    decisions = Path(os.path.normpath(Path(ledger_dir).absolute())) / "decisions"
+    if any(decisions.glob("source=*/*.parquet")):
+        glob = str(decisions / "source=*" / "*.parquet").replace("'", "''")
+        return f"SELECT * FROM read_parquet('{glob}', hive_partitioning = true)"
+    return ("SELECT NULL::VARCHAR AS source, NULL::VARCHAR AS shard, NULL::VARCHAR AS id, NULL::VARCHAR AS step, "
+            "NULL::VARCHAR AS outcome, NULL::VARCHAR AS reason, NULL::VARCHAR AS detail WHERE false")
+
+
+def relink_decisions(ledger_dir: Path) -> None:
+    """Point `ledger.duckdb`'s `decisions` view at this folder's `decisions/` (after the output folder
+    was copied or moved: the view reads its files by absolute path)."""
+    import duckdb
+
+    con = duckdb.connect(str(ledger_dir / "ledger.duckdb"))
+    try:
+        con.execute(f"CREATE OR REPLACE VIEW decisions AS {decisions_view(ledger_dir)}")
+    finally:
+        con.close()
 
 
 def query(ledger_dir: Path, sql: str):

@@ -1,12 +1,18 @@
-"""Shard manifests: the single file a trainer needs per training stage, and its verification.
+"""Shard manifests: the single file a trainer needs per training stage.
 
-A manifest (`<out>/manifests/<stage>.json`) names the recipe and stage fingerprints, the
-vocabulary, and per source its shard prefix, weight, documents, tokens by modality and the
-size and sha256 of every file, plus the Megatron `--data-path` blend. Paths are relative to
-the manifest's folder, so an output folder can be moved as a whole.
+A manifest (`<out>/manifests/<stage>.json`) names the recipe and stage fingerprints, the vocabulary,
+the training settings and, per source, the shards the stage draws it from (`variant`: "" for the
+main shards, `.no_reasoning` or `.long_context`, see `curation.mixture.variants`), its weight,
+documents, tokens by modality, the size and sha256 of every file, and its sampling plan. `megatron`
+describes the stage's Megatron-LM hand-off (`curation.mixture.megatron`) and `blend` is its blend:
+weights are the samples of `seq_length` each prefix yields in one pass, prefixes are relative to
+the manifest's folder (`megatron_blend` gives them absolute, as megatron-core's `blend` expects).
+Every path in a manifest is relative to its folder, so an output folder can be moved as a whole and
+the same run writes the same manifest wherever it lives. `samples` is the stage in sequences: the
+`train_samples` that draw its plan once.
 
-`verify_manifest` re-reads every file: sizes, hashes, document and token counts from the
-`.idx`/`.bin`, and the ledger's `tokens` table; it reports every mismatch, not just the first.
+`curation.mixture.verify.verify_manifest` re-reads all of it; `field_digests` and `merkle_root`
+cover every field, file and ledger table a trainer reads.
 """
 from __future__ import annotations
 
@@ -14,20 +20,20 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
 from curation.core.atomic import atomic_write_json, save_array
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
-from curation.errors import VerifyError
+from curation.mixture.manifest_schema import FORMAT, field_digests, load_manifest
+from curation.mixture.megatron import blend_of, write_handoff
 from curation.mixture.merkle import ledger_digests, manifest_leaves, merkle_root
 from curation.mixture.planning import StagePlan
-from curation.mixture.sampling import plan_seed, read_plan, sample_counts, save_counts
+from curation.mixture.sampling import plan_seed, sample_counts, save_counts
+from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
 from curation.shards import read_index
 from curation.shards.counting import count_tokens_by_modality
 
-FORMAT = "curate-manifest/1"
+__all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
 WRITTEN_BACK = ("consumed",)
 
@@ -41,258 +47,170 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
 
     Adding, removing or re-weighting a source, or any change to a shard, gives a new fingerprint;
     the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
-    return fingerprint({"stage": stage.model_dump(mode="json"),
+    # `reasoning: keep` (the default) is left out, so stages written before the setting existed keep their plans
+    settings = stage.model_dump(mode="json", exclude={"reasoning"} if stage.reasoning == "keep" else None)
+    return fingerprint({"stage": settings,
                         "sources": [[s["name"], s["epochs"], s["effective_tokens"],
                                      [f["sha256"] for f in s["files"]]] for s in sources]})
 
 
-def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path) -> list[Path]:
-    """One manifest per training stage, frozen by a stage fingerprint over its source list and plan."""
-    from curation.core.layout import source_prefix
+class _Shards:
+    """Files and exact counts of each (source, variant) shard set, read once per run."""
 
+    def __init__(self, out: Path, mdir: Path, tokens: dict, vocab):
+        self.out, self.mdir, self.tokens, self._cache = out, mdir, tokens, {}
+        self.blocks = [Block(b.name, b.start, b.size) for b in vocab.blocks]
+        self.reserved = vocab.reserved
+
+    def get(self, name: str, variant: str) -> tuple[str, list[dict], dict]:
+        from curation.core.layout import source_prefix
+
+        if (name, variant) not in self._cache:
+            prefix = Path(f"{source_prefix(self.out, name)}{variant}")
+            if not Path(f"{prefix}.idx").is_file():
+                raise FileNotFoundError(f"{prefix}.idx: the {variant or 'main'} shards of {name} are missing; "
+                                        f"re-run `curate run` to write them")
+            files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
+                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")]
+            if variant:
+                c = count_tokens_by_modality(prefix, self.blocks, self.reserved)
+            else:
+                t = self.tokens[name]
+                c = {"documents": t["documents"], "text": t["text_tokens"], "image": t["image_tokens"],
+                     "audio": t["audio_tokens"], "total": t["total_tokens"]}
+            self._cache[name, variant] = (_rel(prefix, self.mdir), files, c)
+        return self._cache[name, variant]
+
+
+def _source_entries(sp: StagePlan, r, shards: _Shards) -> list[dict]:
+    sources = []
+    for row, src in zip(sp.rows, r.sources):
+        variant = shard_variant(sp.stage, src)
+        prefix, files, c = shards.get(src.name, variant)
+        entry = {"name": src.name, "category": src.category, "license": src.license, "prefix": prefix,
+                 "variant": variant, "documents": c["documents"],
+                 "tokens": {"text": c["text"], "image": c["image"], "audio": c["audio"], "total": c["total"]},
+                 "epochs": row.epochs, "effective_tokens": row.effective_tokens, "share": row.share,
+                 "max_epochs": row.max_epochs, "exhausted_at_tokens": row.exhausted_at_tokens, "files": files}
+        if row.effective_tokens == 0:
+            entry["excluded"] = row.excluded
+        sources.append(entry)
+    return sources
+
+
+def _plans(sp: StagePlan, sources: list[dict], stage_fp: str, mdir: Path) -> None:
+    for entry in sources:
+        if entry["effective_tokens"] == 0:
+            continue
+        plan_path = mdir / "plans" / sp.stage.name / f"{entry['name']}.npy"
+        _, lengths, _, _ = read_index(mdir / f"{entry['prefix']}.idx")
+        if sp.long_context is not None:
+            kind, seed, counts = "selection", None, sp.long_context.counts[entry["name"]]
+        else:
+            kind, seed = "epochs", plan_seed(stage_fp, entry["name"])
+            counts = sample_counts(lengths, entry["epochs"], seed)
+        entry["plan"] = {"path": _rel(plan_path, mdir), "kind": kind, "seed": seed,
+                         **save_counts(plan_path, counts, lengths)}
+
+
+def _long_context(sp: StagePlan, mdir: Path) -> dict | None:
+    lc = sp.long_context
+    if lc is None:
+        return None
+    pack_path = mdir / "plans" / sp.stage.name / "packing.npy"
+    pack = save_array(pack_path, lc.packing)
+    return {"buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
+                         "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
+                         "documents": b.documents} for b in lc.buckets],
+            "sequences": lc.sequences, "fill": round(lc.fill, 6),
+            "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
+                        "columns": ["source index", "document index", "sequence"]}}
+
+
+def _vocabulary(v) -> dict:
+    return {"id": v.id, "sha256": v.sha256, "size": v.size, "padded_size": v.padded_size, "eod": v.eod_id,
+            "pad": v.pad_id, "text_ids": v.tokenizer.get_vocab_size(),
+            "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks], "reserved": v.reserved}
+
+
+def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path) -> list[Path]:
+    """One manifest and one Megatron hand-off per training stage, frozen by a stage fingerprint."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
-    tokens = {t["source"]: t for t in rows["tokens"]}
-    shards = {}
-    for src in r.sources:
-        prefix = source_prefix(out, src.name)
-        shards[src.name] = (_rel(prefix, mdir), [
-            {"path": _rel(Path(f"{prefix}{ext}"), mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
-             "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")])
+    mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
+    shards = _Shards(out, mdir, {t["source"]: t for t in rows["tokens"]}, plan.vocab)
+    vocabulary = _vocabulary(plan.vocab)
+    tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK)
     written = []
     for index, sp in enumerate(stage_plans):
         stage = sp.stage
-        sources, blend = [], []
-        for row, src in zip(sp.rows, r.sources):
-            t = tokens[src.name]
-            prefix, files = shards[src.name]
-            entry = {"name": src.name, "category": src.category, "license": src.license, "prefix": prefix,
-                     "documents": t["documents"],
-                     "tokens": {"text": t["text_tokens"], "image": t["image_tokens"],
-                                "audio": t["audio_tokens"], "total": t["total_tokens"]},
-                     "epochs": row.epochs, "effective_tokens": row.effective_tokens, "share": row.share,
-                     "max_epochs": row.max_epochs, "exhausted_at_tokens": row.exhausted_at_tokens,
-                     "files": files}
-            if row.effective_tokens > 0:
-                blend += [row.share, prefix]
-            else:
-                entry["excluded"] = row.excluded
-            sources.append(entry)
+        sources = _source_entries(sp, r, shards)
         stage_fp = stage_fingerprint(stage, sources)
-        lc = sp.long_context
-        for entry, row in zip(sources, sp.rows):
-            if row.effective_tokens > 0:
-                plan_path = mdir / "plans" / stage.name / f"{entry['name']}.npy"
-                _, lengths, _, _ = read_index(out / "tokenized" / entry["name"] / f"{entry['name']}.idx")
-                if lc is not None:
-                    kind, seed, counts = "selection", None, lc.counts[entry["name"]]
-                else:
-                    kind, seed = "epochs", plan_seed(stage_fp, entry["name"])
-                    counts = sample_counts(lengths, row.epochs, seed)
-                entry["plan"] = {"path": _rel(plan_path, mdir), "kind": kind, "seed": seed,
-                                 **save_counts(plan_path, counts, lengths)}
-        long_context = None
-        if lc is not None:
-            pack_path = mdir / "plans" / stage.name / "packing.npy"
-            pack = save_array(pack_path, lc.packing)
-            long_context = {
-                "buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
-                             "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
-                             "documents": b.documents} for b in lc.buckets],
-                "sequences": lc.sequences, "fill": round(lc.fill, 6),
-                "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
-                            "columns": ["source index", "document index", "sequence"]}}
+        _plans(sp, sources, stage_fp, mdir)
+        long_context = _long_context(sp, mdir)
+        megatron = write_handoff(out, mdir, stage.name, stage.seq_length, sources,
+                                 sp.long_context.packing if sp.long_context else None, vocabulary)
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
             "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
-            "budget_tokens": sp.budget_tokens, "samples": sp.budget_tokens // stage.seq_length,
-            "vocabulary": {"id": plan.vocab.id, "sha256": plan.vocab.sha256, "size": plan.vocab.size,
-                           "padded_size": plan.vocab.padded_size, "eod": plan.vocab.eod_id,
-                           "pad": plan.vocab.pad_id, "text_ids": plan.vocab.tokenizer.get_vocab_size(),
-                           "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in plan.vocab.blocks],
-                           "reserved": plan.vocab.reserved},
+            "budget_tokens": sp.budget_tokens, "samples": megatron["train_samples"], "vocabulary": vocabulary,
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
             "training": {"stage_index": index, "targets": stage.targets or ("all" if index == 0 else "text"),
                          "goldfish": stage.goldfish.model_dump() if stage.goldfish else None,
                          "thinking": stage.thinking},
-            "sources": sources, "blend": blend,
+            "sources": sources, "blend": blend_of(megatron),
             "flags": [f for f in sp.flags],
-            "long_context": long_context,
-            "ledger_tables": ledger_digests(out / "ledger", exclude=WRITTEN_BACK),
+            "long_context": long_context, "megatron": megatron,
+            "ledger_tables": tables,
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
                        "effective_tokens": sum(s["effective_tokens"] for s in sources)},
         }
-        manifest["merkle_root"] = merkle_root(manifest_leaves(manifest))
+        manifest["field_digests"] = digests = field_digests(manifest)
+        manifest["merkle_root"] = merkle_root(manifest_leaves(manifest, digests))
         path = mdir / f"{stage.name}.json"
         atomic_write_json(path, manifest)
         written.append(path)
-    _remove_stale(mdir, {sp.stage.name for sp in stage_plans})
+    _remove_stale(out, {sp.stage.name for sp in stage_plans})
     return written
 
 
-def _remove_stale(mdir: Path, stages: set[str]) -> None:
-    """Manifests and plans of stages the recipe no longer has must not look current."""
+def _remove_stale(out: Path, stages: set[str]) -> None:
+    """Manifests, plans and hand-offs of stages the recipe no longer has must not look current."""
     import shutil
 
+    mdir = out / "manifests"
     for old in mdir.glob("*.json"):
         try:
-            ours = json.loads(old.read_text()).get("format") == FORMAT
+            ours = str(json.loads(old.read_text()).get("format", "")).startswith("curate-manifest/")
         except (ValueError, AttributeError):
             ours = False  # not a manifest of ours: leave it alone
         if old.stem not in stages and ours:
             old.unlink()
-    for old in (mdir / "plans").glob("*"):
-        if old.name not in stages:
-            shutil.rmtree(old)
+    for folder in (mdir / "plans", out / "megatron"):
+        for old in folder.glob("*"):
+            if old.name not in stages and old.is_dir():
+                shutil.rmtree(old)
 
 
 def remove_manifests(out: Path) -> None:
-    """A failed run leaves no manifest of an earlier run looking current."""
-    _remove_stale(out / "manifests", set())
-
-
-def load_manifest(path: Path) -> dict:
-    try:
-        m = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise VerifyError(f"{path}: manifest not found") from None
-    except json.JSONDecodeError as e:
-        raise VerifyError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if m.get("format") != FORMAT:
-        raise VerifyError(f"{path}: format {m.get('format')!r} is not {FORMAT!r}")
-    return m
-
-
-def _check_merkle(m: dict, ledger_dir: Path) -> list[str]:
-    problems = []
-    digests = ledger_digests(ledger_dir)
-    for table, digest in m["ledger_tables"].items():
-        if digests.get(table) != digest:
-            problems.append(f"ledger table {table!r} changed since the manifest was written")
-    if merkle_root(manifest_leaves(m)) != m["merkle_root"]:
-        problems.append(f"merkle root {m['merkle_root']} does not recompute from the manifest's files and tables")
-    return problems
-
-
-def _check_plans(m: dict, base: Path) -> list[str]:
-    """Each sampling plan is the file the manifest names and recomputes from its seed."""
-    problems = []
-    for s in m["sources"]:
-        plan = s.get("plan")
-        if plan is None:
-            if s["effective_tokens"] > 0:
-                problems.append(f"{s['name']}: planned {s['effective_tokens']} tokens but has no sampling plan")
-            continue
-        path = base / plan["path"]
-        if not path.is_file() or sha256_file(path) != plan["sha256"]:
-            problems.append(f"{s['name']}: sampling plan {path} is missing or changed")
-            continue
-        _, lengths, _, _ = read_index(base / f"{s['prefix']}.idx")
-        counts = read_plan(path)
-        if plan["kind"] == "epochs":
-            if not (counts == sample_counts(lengths, s["epochs"], plan["seed"])).all():
-                problems.append(f"{s['name']}: sampling plan does not recompute from its seed {plan['seed']}")
-        elif int((counts.astype(np.int64) * lengths).sum()) != s["effective_tokens"]:
-            problems.append(f"{s['name']}: selected documents hold a different number of tokens than planned")
-    return problems
-
-
-def _check_mixture(m: dict, ledger_dir: Path) -> list[str]:
-    """Shares recompute from effective tokens, the blend is those shares, and the ledger agrees."""
-    from curation.ledger import query
-
-    problems = []
-    total = sum(s["effective_tokens"] for s in m["sources"])
-    want_blend = []
-    for s in m["sources"]:
-        share = s["effective_tokens"] / total if total else 0.0
-        if abs(share - s["share"]) > 1e-6:
-            problems.append(f"{s['name']}: share {s['share']} does not recompute from effective tokens ({share:.9f})")
-        if s["effective_tokens"] > 0:
-            want_blend += [s["share"], s["prefix"]]
-    if m["blend"] != want_blend:
-        problems.append(f"blend {m['blend']} is not the sources' shares {want_blend}")
-    try:
-        cols, rows = query(ledger_dir, "SELECT source, epochs, effective_tokens, share FROM mixture WHERE run = "
-                           f"'{m['recipe_fingerprint']}' AND stage = '{m['stage']}'")
-    except Exception as e:  # noqa: BLE001
-        return problems + [f"ledger mixture table: {e}"]
-    ledger = {r[0]: r[1:] for r in rows}
-    for s in m["sources"]:
-        got = ledger.get(s["name"])
-        if got is None:
-            problems.append(f"{s['name']}: no mixture row in the ledger for stage {m['stage']}")
-        elif (got[0], got[1], got[2]) != (s["epochs"], s["effective_tokens"], s["share"]):
-            problems.append(f"{s['name']}: ledger mixture (epochs {got[0]}, effective {got[1]}, share {got[2]}) "
-                            f"differs from the manifest ({s['epochs']}, {s['effective_tokens']}, {s['share']})")
-    return problems
+    """A failed run leaves no manifest (or Megatron hand-off) of an earlier run looking current."""
+    _remove_stale(out, set())
 
 
 def megatron_blend(manifest_path: Path) -> list:
-    """The manifest's blend with absolute prefixes, as megatron-core's `blend` expects."""
+    """The stage's blend as megatron-core's `BlendedMegatronDatasetConfig.blend` expects it:
+    `[[absolute prefix, ...], [weight, ...]]`, weights None for a packed (long-context) stage.
+
+    Pair it with `sequence_length = manifest["seq_length"]`, sizes `[manifest["samples"], 0, 0]` and
+    split "100,0,0"; Megatron-LM users pass the hand-off's files instead (README, "Training with
+    Megatron-LM")."""
     m = load_manifest(manifest_path)
     base = Path(manifest_path).resolve().parent
-    weights, prefixes = m["blend"][0::2], m["blend"][1::2]
-    return [[str((base / p).resolve()) for p in prefixes], [float(w) for w in weights]]
+    prefixes = [str(Path(os.path.normpath(base / p["prefix"]))) for p in m["megatron"]["prefixes"]]
+    weights = None if m["megatron"]["packed"] else [float(p["sequences"]) for p in m["megatron"]["prefixes"]]
+    return [prefixes, weights]
 
 
-def verify_manifest(path: Path) -> list[str]:
-    """Return a list of human-readable checks passed; raise VerifyError listing every failure."""
-    from curation.ledger import query
-
-    path = Path(path)
-    m = load_manifest(path)
-    base = path.resolve().parent
-    problems, ok = [], []
-    blocks = [Block(b["name"], b["start"], b["size"]) for b in m["vocabulary"]["blocks"]]
-    ledger_dir = (base / m["ledger"]).parent
-    try:
-        cols, rows = query(ledger_dir, "SELECT * FROM tokens WHERE run = "
-                           f"'{m['recipe_fingerprint']}'")
-        ledger = {r[cols.index("source")]: dict(zip(cols, r)) for r in rows}
-    except Exception as e:  # noqa: BLE001 - reported as a failed check
-        problems.append(f"ledger {ledger_dir / 'ledger.duckdb'}: {e}")
-        ledger = {}
-    for src in m["sources"]:
-        name = src["name"]
-        for f in src["files"]:
-            fp = base / f["path"]
-            if not fp.is_file():
-                problems.append(f"{name}: {fp} is missing")
-                continue
-            if fp.stat().st_size != f["bytes"]:
-                problems.append(f"{name}: {fp} has {fp.stat().st_size} bytes, manifest says {f['bytes']}")
-            elif sha256_file(fp) != f["sha256"]:
-                problems.append(f"{name}: {fp} sha256 differs from the manifest (file changed or corrupt)")
-        if any(p.startswith(f"{name}:") for p in problems):
-            continue
-        prefix = base / src["prefix"]
-        try:
-            counts = count_tokens_by_modality(prefix, blocks, m["vocabulary"]["reserved"])
-        except Exception as e:  # noqa: BLE001
-            problems.append(f"{name}: cannot read {prefix}.idx/.bin: {e}")
-            continue
-        got = {"documents": counts["documents"], "text": counts["text"], "image": counts["image"],
-               "audio": counts["audio"], "total": counts["total"]}
-        want = {"documents": src["documents"], **src["tokens"]}
-        for k in got:
-            if got[k] != want[k]:
-                problems.append(f"{name}: {k} = {got[k]} in the shard, manifest says {want[k]}")
-        lrow = ledger.get(name)
-        if lrow is None:
-            problems.append(f"{name}: no row in the ledger's tokens table for run {m['recipe_fingerprint']}")
-        else:
-            lwant = {"documents": lrow["documents"], "text": lrow["text_tokens"], "image": lrow["image_tokens"],
-                     "audio": lrow["audio_tokens"], "total": lrow["total_tokens"]}
-            for k in got:
-                if got[k] != lwant[k]:
-                    problems.append(f"{name}: {k} = {got[k]} in the shard, ledger says {lwant[k]}")
-        ok.append(f"{name}: {counts['documents']} documents, {counts['total']} tokens, "
-                  f"{len(src['files'])} files match")
-    problems += _check_mixture(m, ledger_dir)
-    problems += _check_plans(m, base)
-    problems += _check_merkle(m, ledger_dir)
-    if problems:
-        raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
-    return ok
+# re-exported for `from curation.mixture.manifests import verify_manifest` (verify imports no module above)
+from curation.mixture.verify import verify_manifest

@@ -2,14 +2,20 @@
 
 Leaves are `name:sha256` strings, sorted; interior nodes hash the concatenation of their two
 children (an odd node is paired with itself). Ledger tables are hashed by content, canonical
-JSON rows without the `seconds` timing column, so the root is the same for any worker count.
-One root lets an auditor confirm a whole stage (shards, sampling plans, ledger) at once.
+JSON rows without the volatile columns (`curation.ledger.schema.VOLATILE_COLUMNS`: step timings, the
+run's start and end, host, library versions), so the root is the same for any worker count and for
+any re-run of the same recipe on the same inputs. Every field of the manifest is a leaf too (its
+digest, `manifest_schema.field_digests`), and so is every file of the stage's Megatron hand-off. One
+root lets an auditor confirm a whole stage (what a trainer reads: settings, shards, sampling plans,
+hand-off, ledger) at once.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+
+from curation.ledger.schema import VOLATILE_COLUMNS
 
 
 def merkle_root(leaves: list[str]) -> str:
@@ -23,23 +29,52 @@ def merkle_root(leaves: list[str]) -> str:
     return level[0].hex()
 
 
+def _rows_digest(rows: list[dict]) -> str:
+    rows = [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
+    blob = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def table_digest(path: Path) -> str:
     import pyarrow.parquet as pq
 
-    rows = [{k: v for k, v in r.items() if k != "seconds"} for r in pq.read_table(path).to_pylist()]
-    blob = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return _rows_digest(pq.read_table(path).to_pylist())
 
 
 def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
     return {p.stem: table_digest(p) for p in sorted(ledger_dir.glob("*.parquet")) if p.stem not in exclude}
 
 
-def manifest_leaves(manifest: dict) -> list[str]:
+def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Content digests of the tables in `ledger.duckdb` (same canonical rows as `table_digest`, so a table
+    that matches its Parquet file has the same digest) and the SQL of its views."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal "
+                                            "ORDER BY table_name").fetchall()]
+        digests = {}
+        for t in tables:
+            cur = con.execute(f'SELECT * FROM "{t}"')
+            cols = [d[0] for d in cur.description]
+            digests[t] = _rows_digest([dict(zip(cols, r)) for r in cur.fetchall()])
+        views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+    finally:
+        con.close()
+    return digests, views
+
+
+def manifest_leaves(manifest: dict, fields: dict[str, str]) -> list[str]:
+    """Every file a trainer reads (shards, plans, packing, hand-off), every ledger table and every field."""
     leaves = [f"{f['path']}:{f['sha256']}" for s in manifest["sources"] for f in s["files"]]
     leaves += [f"{s['plan']['path']}:{s['plan']['sha256']}" for s in manifest["sources"] if "plan" in s]
     if manifest.get("long_context"):
         pack = manifest["long_context"]["packing"]
         leaves.append(f"{pack['path']}:{pack['sha256']}")
+    mg = manifest["megatron"]
+    leaves += [f"{f['path']}:{f['sha256']}" for p in mg["prefixes"] for f in p["files"]]
+    leaves += [f"{f['path']}:{f['sha256']}" for f in mg["files"].values()]
     leaves += [f"ledger/{t}:{d}" for t, d in manifest["ledger_tables"].items()]
+    leaves += [f"field/{k}:{d}" for k, d in fields.items()]
     return leaves

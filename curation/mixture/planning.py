@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from curation.mixture.longcontext import LongContextPlan, plan_long_context
+from curation.mixture.variants import shard_variant
 from curation.recipe.schema import MixtureEntry, Recipe, Source, Stage
 
 EPS = 1e-9
@@ -182,15 +183,23 @@ def plan_long_context_stage(stage: Stage, sources: list[Source], tokens: dict[st
 
 
 def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int],
-                lengths: Callable[[str], np.ndarray] | None = None) -> list[StagePlan]:
-    """Plan every stage; `lengths(source)` gives per-document token counts (long-context stages need it)."""
+                lengths: Callable[..., np.ndarray] | None = None) -> list[StagePlan]:
+    """Plan every stage; `lengths(source)` gives per-document token counts of a source's main shards and
+    `lengths(source, suffix)` those of another shard set (`curation.mixture.variants`). Long-context stages
+    and stages that draw a source from another shard set need it; `tokens`/`documents` are the main shards'."""
     plans = []
     for st in recipe.stages:
+        variant = {s.name: shard_variant(st, s) for s in recipe.sources}
+        if any(variant.values()) and lengths is None:
+            raise ValueError(f"stage {st.name} draws sources from other shard sets: pass `lengths`")
+        lens = {s.name: (lengths(s.name, variant[s.name]) if variant[s.name] else
+                         lengths(s.name) if st.long_context is not None else None) for s in recipe.sources}
+        st_tokens = {k: int(lens[k].astype(np.int64).sum()) if variant[k] else tokens[k] for k in tokens}
+        st_docs = {k: int(lens[k].size) if variant[k] else documents[k] for k in documents}
         if st.long_context is not None:
-            plans.append(plan_long_context_stage(st, recipe.sources, tokens, documents,
-                                                 {s.name: lengths(s.name) for s in recipe.sources}))
+            plans.append(plan_long_context_stage(st, recipe.sources, st_tokens, st_docs, lens))
         else:
-            plans.append(plan_stage(st, recipe.sources, tokens, documents))
+            plans.append(plan_stage(st, recipe.sources, st_tokens, st_docs))
     return plans
 
 

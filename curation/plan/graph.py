@@ -58,13 +58,14 @@ class Plan:
         return self._stage("merge")
 
 
-def codec(loaded: LoadedRecipe, modality) -> dict:
-    """The codec a modality's recipe key names, with a content hash for fingerprints."""
-    key, kind = modality.codec, modality.name
+def codec(loaded: LoadedRecipe, kind: str, key: str, source: str) -> dict:
+    """The `kind` codec the recipe key `key` names (for `source`, the first that needs it), with a content hash
+    for fingerprints."""
     example = {"image": "../tokenizers/curate-demo-ibq.yaml", "audio": "../tokenizers/curate-demo-wavtokenizer.yaml"}
     if getattr(loaded.recipe, key) is None:
-        raise RecipeError(f"{loaded.path}: the recipe has {kind} sources but no `{key}`; name a codec "
-                          f"configuration (e.g. {example.get(kind, 'a YAML file under tokenizers/')}) or checkpoint folder")
+        raise RecipeError(f"{loaded.path}: source {source!r} runs the {kind} codec but the recipe has no `{key}`; "
+                          f"name a codec configuration (e.g. {example.get(kind, 'a YAML file under tokenizers/')}) "
+                          f"or checkpoint folder")
     path = loaded.resolve(getattr(loaded.recipe, key))
     files = sorted(path.glob("*")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
@@ -76,9 +77,10 @@ def encode_settings(loaded: LoadedRecipe, vocab: Vocabulary) -> dict:
     """What the encoders of this run read: the vocabulary, the text tokenizer and the codecs in use."""
     run = {"vocab": str(vocab.path), "vocab_sha256": vocab.sha256,
            "tokenizer_sha256": sha256_file(vocab.text_tokenizer_path), "batch_size": loaded.recipe.tokenize_batch_size}
-    for name in dict.fromkeys(s.modality for s in loaded.recipe.sources):
-        if MODALITIES[name].codec:
-            run |= codec(loaded, MODALITIES[name])
+    for src in loaded.recipe.sources:   # the codecs each source's encoder runs (a conversation's media too)
+        for kind, key in MODALITIES[src.modality].codecs(src).items():
+            if f"{kind}_codec" not in run:
+                run |= codec(loaded, kind, key, src.name)
     return run
 
 
@@ -100,7 +102,7 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
             chain = process_chain(src, comp, f.path, loaded.base_dir)
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "modality": src.modality,
                               "reader": modality.reader_settings(src), "steps": [[s.name, s.settings] for s in chain],
-                              "input": f.sha256, "files": modality.input_files(src, f.path),
+                              "input": f.sha256, "files": modality.input_files(src, f.path, loaded.base_dir),
                               "decisions": loaded.recipe.decisions})
             nodes.append(Node("process", src.name, f.shard_id, fp, spec={
                 "source": src.model_dump(mode="json"), "path": str(f.path), "rel": f.rel,

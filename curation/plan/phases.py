@@ -17,8 +17,11 @@ from curation.corpus.decont.phase import DecontPhase
 from curation.corpus.exact import ExactPhase
 from curation.corpus.image_near import ImageNearPhase
 from curation.corpus.minhash import MinHashPhase
+from curation.corpus.select import SelectPhase
 
-CORPUS_PHASES: list[CorpusPhase] = [ExactPhase(), ImageNearPhase(), AudioNearPhase(), MinHashPhase(), DecontPhase()]
+_REMOVING = [ExactPhase(), ImageNearPhase(), AudioNearPhase(), MinHashPhase(), DecontPhase()]
+# selection last: it ranks the documents every phase before it left (its `select` step follows theirs)
+CORPUS_PHASES: list[CorpusPhase] = [*_REMOVING, SelectPhase(after=_REMOVING)]
 BEFORE, AFTER = ("process",), ("tokenize", "merge")   # the record pipeline around the corpus-wide phases
 
 

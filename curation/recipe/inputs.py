@@ -2,29 +2,20 @@
 on records and decompression, web extraction) and the `acquire:` block (part of the recipe schema)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from curation.recipe.base import Strict
+from curation.recipe.modalities import Conversations
 from curation.recipe.reading import Decompression, Extract, Pages
-
-
-class Conversations(Strict):
-    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
-    `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
-    row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
-    and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""
-    messages_field: str = "messages"
-    tools_field: str | None = "tools"
-    system_field: str | None = "system"
-    images_field: str | None = "images"
-    audios_field: str | None = "audios"
 
 
 class Input(Strict):
     # `parquet` reads .parquet and .arrow files (Hugging Face dataset snapshots); `webdataset` reads
-    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`; `audio` reads a JSONL
+    # tars of image samples (key.jpg + key.txt/key.json), for `modality: image`, or of interleaved documents
+    # (key.json with texts/images lists + image members), for `modality: interleaved`; `audio` reads a JSONL
     # manifest of clips (see `Audio`), for `modality: audio`; `warc` reads WARC/WET files (.warc,
     # .warc.gz; HTML responses reduced to main text, WET conversions as they are) and `html` reads
     # pages (.html, .html.gz, tars of them; see `Pages`), both with `extract` settings
@@ -35,6 +26,10 @@ class Input(Strict):
     id_field: str | None = None       # html: a sidecar/index field; warc: none (WARC-Record-ID is the id)
     metadata_fields: list[str] = []   # warc: extra WARC header names to keep; html: sidecar/index fields
     image_field: str | None = None    # Parquet image sources: bytes, or a {bytes, path} struct (Hugging Face)
+    # folders (relative to the recipe, or absolute) beyond the source's input tree that its files may
+    # resolve into: links in an image/audio folder, `..` or absolute clip-manifest paths
+    # (curation.core.contain); anything else outside is refused as link_/path_outside_input
+    allow_roots: list[str] = []
     # SFT conversations in the chat template (role, tool and thinking markers, media placeholders), so a
     # trainer can derive its loss mask from the markers; without it a list in `text_field` is joined as plain text
     conversations: Conversations | None = None
@@ -63,6 +58,10 @@ class Input(Strict):
         if web and self.conversations is not None:
             raise ValueError(f"`input.conversations` does not apply to `format: {self.format}`")
         return self
+
+    def allowed_roots(self, base_dir: Path) -> list[Path]:
+        """`allow_roots` as paths (relative ones are relative to the recipe's folder, `base_dir`)."""
+        return [Path(r) if Path(r).is_absolute() else Path(base_dir) / r for r in self.allow_roots]
 
     def conversation_form(self) -> Conversations | None:
         if self.conversations is None and self.turn_roles:

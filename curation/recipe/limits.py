@@ -31,13 +31,14 @@ def plan_nodes(recipe, files: dict[str, int]) -> dict[str, int]:
     absent from `files`, e.g. not yet acquired, count 0). Mirrors the phase table
     (`curation.plan.phases`): process + tokenize per file, one merge per source; exact dedup keys per
     file, hash ranges and one resolution per modality; image and audio near-duplicates one each; with
-    MinHash, signatures per text file + bands × partitions + clusters; with decontamination, index +
-    match per file + resolve."""
+    MinHash, signatures per text or interleaved file + bands × partitions + clusters; with
+    decontamination, index + match per file + resolve; with `select`, scores per file of the selected
+    sources + one resolve per pool."""
     total = sum(files.get(s.name, 0) for s in recipe.sources)
-    text = sum(files.get(s.name, 0) for s in recipe.sources if s.modality == "text")
+    text = sum(files.get(s.name, 0) for s in recipe.sources if s.modality in ("text", "interleaved"))
     modalities = {s.modality for s in recipe.sources}
     out = {"process": total, "tokenize": total, "merge": len(recipe.sources),
-           "image_near": int("image" in modalities), "audio_near": int("audio" in modalities)}
+           "image_near": int(bool({"image", "interleaved"} & modalities)), "audio_near": int("audio" in modalities)}
     exact = recipe.dedup.exact
     if exact is not None:   # keys per file, hash ranges and one resolution per modality (`corpus.exact`)
         per = [sum(files.get(s.name, 0) for s in recipe.sources if s.modality == m) for m in sorted(modalities)]
@@ -49,6 +50,9 @@ def plan_nodes(recipe, files: dict[str, int]) -> dict[str, int]:
         out |= {"signatures": text, "band": bands * mh.partitions, "clusters": 1}
     if recipe.decontamination is not None:
         out |= {"decont": total + 2}
+    selected = [s for s in recipe.sources if s.select is not None]
+    if selected:
+        out |= {"select": sum(files.get(s.name, 0) for s in selected) + len({s.select.pool for s in selected})}
     return out
 
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
+from curation.core.io import as_location, glob_input, identity, is_url
 from curation.errors import RecipeError
 from curation.recipe.limits import check_plan_size
 from curation.recipe.schema import Recipe, Source, missing_licence
@@ -25,10 +26,10 @@ class InputFile:
     """One input shard of one source: the unit of parallelism."""
     source: str
     index: int           # position in the source's sorted file list
-    path: Path
-    rel: str             # path as written relative to the recipe directory (stable across machines)
+    path: Path | str     # a local path, or an fsspec URL read in place (`curation.core.io`)
+    rel: str             # path relative to the recipe directory (stable across machines), or the URL
     size: int
-    sha256: str
+    sha256: str          # content identity: sha256 of a local file, `fsspec:<ukey>` of a remote one
 
     @property
     def shard_id(self) -> str:
@@ -111,6 +112,15 @@ def _missing_licences(path: Path, data: dict, lines: dict) -> list[str]:
             for i, s in enumerate(sources) if isinstance(s, dict) and "license" not in s]
 
 
+def _relative(loaded: LoadedRecipe, src, base: Path, p: Path) -> str:
+    """Stable across machines: relative to the recipe, or raw/<source>/... for acquired files."""
+    try:
+        return str(p.relative_to(loaded.base_dir.resolve())) if src.acquire is None else \
+            str(Path("raw") / src.name / p.relative_to(base.resolve()))
+    except ValueError:
+        return str(p)
+
+
 def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
     for si, src in enumerate(loaded.recipe.sources):
         files: list[Path] = []
@@ -121,31 +131,39 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
                 continue
             base = raw_root / src.name
         for pi, pattern in enumerate(src.input.paths):
-            full = str(Path(pattern) if Path(pattern).is_absolute() else (base / pattern).resolve())
-            matched = sorted(Path(p) for p in glob.glob(full, recursive=True))
-            matched = [p for p in matched if p.is_file()]
+            key = ("sources", si, "input", "paths", pi)
+            if is_url(pattern):   # read in place by the tasks (`curation.core.io`)
+                if src.acquire is not None or src.modality == "audio":
+                    raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {pattern!r} is a "
+                                      f"URL; {'acquired sources name files under raw/' if src.acquire else 'clip manifests name local clips'}"
+                                      f" (use `acquire: {{kind: fsspec, path: ...}}` to copy them)")
+                try:
+                    matched = glob_input(pattern)
+                except OSError as e:
+                    raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {e}") from None
+                full = pattern
+            else:
+                full = str(Path(as_location(pattern)) if Path(as_location(pattern)).is_absolute()
+                           else (base / pattern).resolve())
+                matched = [p for p in sorted(Path(p) for p in glob.glob(full, recursive=True)) if p.is_file()]
             if not matched:
-                key = ("sources", si, "input", "paths", pi)
                 line = line_for(lines, key)
                 where = " in what was acquired" if src.acquire is not None else ""
                 raise RecipeError(
                     f"{loaded.path}:{line} {format_path(key)}: {pattern!r} matched no files{where} "
                     f"(looked for {full}); fix the path or glob")
             files.extend(matched)
-        seen: set[Path] = set()
+        seen: set = set()
         unique = [p for p in files if not (p in seen or seen.add(p))]
         out = []
         for i, p in enumerate(unique):
-            try:  # stable across machines: relative to the recipe, or raw/<source>/... for acquired files
-                rel = str(p.relative_to(loaded.base_dir.resolve())) if src.acquire is None else \
-                    str(Path("raw") / src.name / p.relative_to(base.resolve()))
-            except ValueError:
-                rel = str(p)
+            rel = p if is_url(p) else _relative(loaded, src, base, p)
             try:
-                out.append(InputFile(src.name, i, p, rel, p.stat().st_size, sha256_file(p)))
+                size, digest = identity(p)
             except OSError as e:
-                raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({e.strerror}); "
-                                  f"check permissions") from None
+                raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({e.strerror or e}); "
+                                  f"check permissions or the URL") from None
+            out.append(InputFile(src.name, i, p, rel, size, digest))
         loaded.inputs[src.name] = out
 
 

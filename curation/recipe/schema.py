@@ -43,9 +43,17 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
-from curation.recipe.inputs import Acquire, Conversations, Input  # noqa: F401 - part of the schema
+from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
-from curation.recipe.modalities import Audio, Images, Reasoning
+from curation.recipe.modalities import (  # noqa: F401
+    Audio,
+    Conversations,
+    Images,
+    Interleaved,
+    Reasoning,
+    check_media_settings,
+)
+from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
     HeldOut,
@@ -67,8 +75,8 @@ class Source(Strict):
     acquire: Acquire | None = None
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
-    # modality in the per-stage modality table (Apertus 1.5 Table 3). Only text sources exist so far.
-    modality: Literal["text", "image", "audio"] = "text"
+    # modality in the per-stage modality table (Apertus 1.5 Table 3; interleaved documents count as vision data).
+    modality: Literal["text", "image", "audio", "interleaved"] = "text"
     # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
     # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
     license: str | None = Field(default=None, min_length=1, max_length=2000)
@@ -85,6 +93,7 @@ class Source(Strict):
     pii: PII | None = None
     images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
+    interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     revision: str | None = None       # the pinned revision of the data, when it has one
     # a run fails when more of this source's input units than this share are quarantined, or when the
@@ -95,12 +104,16 @@ class Source(Strict):
     max_epochs: float = Field(default=4.0, ge=0, le=MAX_EPOCHS)  # allowed repetition; the planner flags more
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
+    select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
 
     def image_settings(self) -> Images:
         return self.images or Images()
 
     def audio_settings(self) -> Audio:
         return self.audio or Audio()
+
+    def interleaved_settings(self) -> Interleaved:
+        return self.interleaved or Interleaved()
 
     @field_validator("license")
     @classmethod
@@ -118,9 +131,15 @@ class Source(Strict):
         return self
 
     @model_validator(mode="after")
+    def _selection(self):
+        check_select(self)   # a score it writes, a language it has (`curation.recipe.selection`)
+        return self
+
+    @model_validator(mode="after")
     def _image_source(self):
-        if self.input.format == "webdataset" and self.modality != "image":
-            raise ValueError("`input.format: webdataset` holds image samples: set `modality: image`")
+        if self.input.format == "webdataset" and self.modality not in ("image", "interleaved"):
+            raise ValueError("`input.format: webdataset` holds image samples or interleaved documents: set "
+                             "`modality: image` or `modality: interleaved`")
         if self.modality == "image" and not (self.input.format == "webdataset" or
                                              (self.input.format == "parquet" and self.input.image_field)):
             raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
@@ -145,6 +164,11 @@ class Source(Strict):
             raise ValueError("image sources take `images:` settings, not text `filters`")
         return self
 
+    @model_validator(mode="after")
+    def _media_settings(self):
+        check_media_settings(self)
+        return self
+
 
 class ExactDedup(Strict):
     """Exact (content hash) dedup; `global` keeps the first copy in recipe source order.
@@ -164,8 +188,9 @@ class MinHashDedup(Strict):
     """Near-duplicate removal with MinHash-LSH (see `curation.steps.text.minhash`); defaults as datatrove's.
 
     Give `threshold` (estimated Jaccard) to derive bands × rows for 112 permutations, or set
-    `bands` and `rows` directly. Survivor rule: in each cluster the document earliest in recipe
-    source order, then shard order, then position in its shard is kept."""
+    `bands` and `rows` directly. Survivor rule (`keep`): `earliest` keeps the cluster's document
+    earliest in recipe source order, then shard order, then position in its shard; `highest_quality`
+    the one with the highest `score_field` (a metadata field every text source scores), then earliest."""
     ngram: int = Field(default=5, ge=1, le=64)
     bands: int = Field(default=14, ge=1, le=MAX_PERMUTATIONS)
     rows: int = Field(default=8, ge=1, le=MAX_PERMUTATIONS)
@@ -176,6 +201,8 @@ class MinHashDedup(Strict):
     partitions: int = Field(default=1, ge=1, le=4096)
     language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
     index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
+    keep: Literal["earliest", "highest_quality"] = "earliest"
+    score_field: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _threshold_or_bands(self):
@@ -333,4 +360,5 @@ class Recipe(Strict):
                     raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
             if unknown := sorted({h.source for h in ab.heldout} - names):
                 raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+        check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources
         return self

@@ -72,6 +72,9 @@ class Stage(Strict):
     goldfish: Goldfish | None = None
     # conversations' thinking spans (inner_prefix .. inner_suffix): targets, or context the model conditions on
     thinking: Literal["train", "mask"] = "train"
+    # sources with `reasoning:` enter this stage as written (`keep`) or through their copy without the
+    # reasoning spans (`strip`: the `<source>.no_reasoning` shards, planned on that copy's own tokens)
+    reasoning: Literal["keep", "strip"] = "keep"
 
     @model_validator(mode="after")
     def _long_context(self):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from curation.core.atomic import atomic_write_jsonl, atomic_write_parquet
+from curation.core.io import as_location
 from curation.core.layout import (
     codes_dir,
     decisions_path,
@@ -57,8 +58,9 @@ def run_process(out: Path, node: Node) -> dict:
     modality = MODALITIES[src.modality]
     sink = QuarantineSink()
     common = {"source": src.name, "sink": sink}
-    reader = modality.reader(src, Path(spec["path"]), shard_label=spec["rel"], **common)
-    steps = build_steps(process_chain(src, spec["compliance"], Path(spec["path"]), Path(spec["base_dir"])), **common)
+    location = as_location(spec["path"])
+    reader = modality.reader(src, location, shard_label=spec["rel"], **common)
+    steps = build_steps(process_chain(src, spec["compliance"], location, Path(spec["base_dir"])), **common)
     stream = reader.run()
     for step in steps:
         stream = step.run(stream)

@@ -56,22 +56,27 @@ class IndexedWriter:
         self._bin_tmp.unlink(missing_ok=True)
 
 
-def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype) -> None:
+def index_parts(lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> list:
+    """The byte blocks of an `.idx`, in order; `pointers` (byte offsets into `.bin`) default to the sequences
+    back to back. Given explicitly, an index can list sequences of an existing `.bin` in any order and
+    repeat them (`curation.mixture.megatron`)."""
     lengths = np.asarray(lengths, dtype=np.int32)
-    pointers = np.zeros(len(lengths), dtype=np.int64)
-    if len(lengths) > 1:
-        np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    if pointers is None:
+        pointers = np.zeros(len(lengths), dtype=np.int64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    pointers = np.asarray(pointers, dtype=np.int64)
+    if pointers.shape != lengths.shape:
+        raise ValueError(f"{pointers.size} pointers for {lengths.size} sequences")
     doc_idx = np.arange(len(lengths) + 1, dtype=np.int64)
+    return [MAGIC, struct.pack("<Q", VERSION), struct.pack("<B", DTYPE_CODES[np.dtype(dtype)]),
+            struct.pack("<Q", len(lengths)), struct.pack("<Q", len(doc_idx)), lengths, pointers, doc_idx]
+
+
+def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> None:
     tmp = Path(f"{path}.tmp")
     with open(tmp, "wb") as f:
-        f.write(MAGIC)
-        f.write(struct.pack("<Q", VERSION))
-        f.write(struct.pack("<B", DTYPE_CODES[np.dtype(dtype)]))
-        f.write(struct.pack("<Q", len(lengths)))
-        f.write(struct.pack("<Q", len(doc_idx)))
-        f.write(lengths.tobytes())
-        f.write(pointers.tobytes())
-        f.write(doc_idx.tobytes())
+        f.writelines(index_parts(lengths, dtype, pointers))
     os.replace(tmp, path)
 
 

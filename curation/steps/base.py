@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curation.core.io import is_url
 from curation.core.record import Drop, QuarantineSink, Record, StepStats
 from curation.errors import RecordError, StepFailed
 
@@ -187,9 +188,9 @@ class Reader(Step):
     unit one `empty_file` unit, so that it shows in the ledger."""
     name = "read"
 
-    def __init__(self, path: Path, *, shard_label: str, **kw):
+    def __init__(self, path: Path | str, *, shard_label: str, **kw):
         super().__init__(**kw)
-        self.path = Path(path)
+        self.path = path if is_url(path) else Path(path)   # a local file, or an fsspec URL read in place
         self.shard_label = shard_label
 
     def parse(self) -> Iterator[Record | Reject]:

@@ -47,10 +47,33 @@ class Modality:
     outputs: Callable[[object], tuple[str, ...]]       # shard suffixes the tokenize step writes
     record_columns: tuple[str, ...] = ()                # extra columns the encoder reads back (Record fields)
     codec: str | None = None                           # the recipe key naming its codec (`image_tokenizer`)
+    # the codecs one source's encoder runs, {kind: recipe key} (default: {name: codec}); a text source that
+    # expands conversation media runs the image and/or audio codec, an interleaved source the image codec
+    codecs_of: Callable[[object], dict[str, str]] | None = None
+    family: str | None = None                          # the column it counts in by modality (Table 3); default name
     processed_writer: Callable[..., "ProcessedWriter"] | None = None
     ledger_table: LedgerTable | None = None
-    # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints
-    input_files: Callable[[object, Path], object] = field(default=lambda src, path: None)
+    # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints;
+    # called with (source, shard path, recipe folder), the folder that relative `input.allow_roots` start from
+    input_files: Callable[[object, Path, Path], object] = field(default=lambda src, path, base_dir: None)
+    # (processed text, metadata) -> the text benchmark decontamination matches, when it is more than the
+    # text (an audio clip's transcript and its translation); None: the processed text alone
+    decont_text: Callable[[str, dict], str] | None = None
+
+    def decontaminated_text(self, text: str, meta_json: str | None) -> str:
+        """What decontamination matches and shows for one processed row (`text`, `meta` columns)."""
+        return text if self.decont_text is None else self.decont_text(text, json.loads(meta_json or "{}"))
+
+    def codecs(self, src) -> dict[str, str]:
+        """{codec kind: recipe key} of the codecs `src`'s encoder runs (what the plan resolves and fingerprints)."""
+        if self.codecs_of is not None:
+            return self.codecs_of(src)
+        return {self.name: self.codec} if self.codec else {}
+
+    @property
+    def budget_family(self) -> str:
+        """text, image or audio: the modality column its tokens count in (interleaved documents are vision data)."""
+        return self.family or self.name
 
     @property
     def schema(self) -> pa.Schema:

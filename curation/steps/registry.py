@@ -9,11 +9,14 @@ from __future__ import annotations
 from curation.steps.audio.modality import AUDIO
 from curation.steps.compliance.optout import RobotsOptOut
 from curation.steps.image.modality import IMAGE
+from curation.steps.image.read import ImageCheck
+from curation.steps.interleaved.modality import INTERLEAVED
 from curation.steps.modality import Modality
 from curation.steps.text.modality import TEXT
 from curation.steps.text.pii import PIIRedactor
+from curation.steps.text.quality import ToxicityStep
 
-MODALITIES: dict[str, Modality] = {m.name: m for m in (TEXT, IMAGE, AUDIO)}
+MODALITIES: dict[str, Modality] = {m.name: m for m in (TEXT, IMAGE, AUDIO, INTERLEAVED)}
 
 # steps that contribute ledger tables (`ledger_tables`, `ledger_rows(run, source, summed stats)`)
-LEDGER_STEPS = (PIIRedactor, RobotsOptOut)
+LEDGER_STEPS = (PIIRedactor, RobotsOptOut, ToxicityStep, ImageCheck)

@@ -118,8 +118,8 @@ class Trainer:
     def __init__(self, manifest_path: str | Path, out: str | Path, cfg: TrainConfig,
                  model_cfg: ModelConfig | None = None, *, verify: bool = True, write_back: bool = True):
         self.manifest_path, self.out, self.cfg = Path(manifest_path), Path(out), cfg
-        if verify:
-            verify_manifest(self.manifest_path)   # raises VerifyError naming every problem
+        if verify:   # raises VerifyError naming every problem; the hand-off's absolute paths are Megatron's concern
+            verify_manifest(self.manifest_path, check_location=False)
         self.manifest = m = load_manifest(self.manifest_path)
         if "training" not in m:
             raise CurateError(f"{manifest_path}: the manifest has no `training` section; re-run `curate run`")

@@ -1,9 +1,9 @@
 """Which labels are training targets (Apertus 1.5 §3.2), and the Goldfish loss's drop mask.
 
 - Stage targets: `all` (stage 1: text, image and audio codes and their structure markers) or `text`
-  (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation)
-  and padding are never targets. A label that starts another document than its input is not a target
-  either (with cross-document masking nothing before it is visible).
+  (later stages: text ids only). Task-control markers (speech-to-text, text-to-speech continuation,
+  speech translation) and padding are never targets. A label that starts another document than its
+  input is not a target either (with cross-document masking nothing before it is visible).
 - Conversations (SFT, the chat template of `curation.steps.text.chat`): the mask of
   `curation.train.chat_mask`, derived from the markers alone: assistant turns and tool calls are targets,
   system/developer/user turns and tool outputs are not, thinking spans by the stage's `thinking`
@@ -20,7 +20,7 @@ import torch
 
 from curation.train.chat_mask import ConversationMask, trainable_ids
 
-CONTROL_MARKERS = ("speech_to_text", "text_to_speech")
+CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate")  # as steps.audio.interleave
 _MUL = 0x9E3779B97F4A7C15 - 2**64     # odd 64-bit constants as signed int64 (torch wraps on overflow)
 _MUL2 = 0xBF58476D1CE4E5B9 - 2**64
 

@@ -1,9 +1,11 @@
-"""curation.acquire.archives: crafted hostile archives are refused and leave nothing behind."""
+"""curation.acquire.archives: hostile members are refused one by one and counted, the good members kept, and
+nothing is ever written outside the target; archive-wide limits and damage refuse the archive and leave nothing."""
 from __future__ import annotations
 
 import hashlib
 import io
 import os
+import shutil
 import stat
 import tarfile
 import zipfile
@@ -69,6 +71,22 @@ def _assert_refused(archive: Path, target: Path, match: str, **limits) -> InputE
     return err.value
 
 
+def _assert_members_refused(archive: Path, target: Path, refused: dict, kept: set[str], **limits) -> ExtractResult:
+    """The archive extracts; exactly `kept` files are in the target, `refused` counts the rest by reason,
+    and nothing appeared outside the target (no `evil` anywhere, the tree around it unchanged)."""
+    root = target.parent.parent
+    before = _tree(root)
+    result = extract(archive, target, **limits)
+    assert result.refused == refused
+    assert sum(refused.values()) == len(result.refused_members)
+    assert set(result.files) == kept
+    assert {p for p in _tree(target) if (target / p).is_file() or (target / p).is_symlink()} == kept
+    assert not any((target / p).is_symlink() for p in _tree(target))
+    assert _tree(root) - {f"out/target/{p}" for p in _tree(target)} - {"out/target"} == before
+    assert not (root.parent / "evil").exists() and not (root / "evil").exists()
+    return result
+
+
 # --- good archives ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode,suffix", [("w:gz", "tar.gz"), ("w", "tar"), ("w:bz2", "tar.bz2"),
@@ -83,7 +101,7 @@ def test_good_tar_extracts_files_sha_and_modes(dirs, mode, suffix):
     assert result.files == sorted(GOOD)
     assert result.bytes == sum(len(d) for d in GOOD.values())
     assert result.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert result.skipped == {}
+    assert result.refused == {} and result.refused_members == []
     assert _tree(target) == set(GOOD) | {"sub", "sub/deeper"}
     for name, data in GOOD.items():
         assert (target / name).read_bytes() == data
@@ -116,32 +134,31 @@ def test_existing_empty_target_is_filled_nonempty_refused(dirs):
     assert _tree(target) == set(GOOD) | {"sub", "sub/deeper"}
 
 
-def test_special_files_skipped_with_reason(dirs):
+def test_special_files_refused_with_reason(dirs):
     src, target = dirs
     archive = make_tar(src / "special.tar.gz", [
         _tar_member("ok.txt", b"ok"), _tar_member("fifo", type_=tarfile.FIFOTYPE),
         _tar_member("dev", type_=tarfile.CHRTYPE), _tar_member("blk", type_=tarfile.BLKTYPE)])
-    result = extract(archive, target)
-    assert result.files == ["ok.txt"]
-    assert result.skipped == {"device": 2, "fifo": 1}
+    result = _assert_members_refused(archive, target, {"device": 2, "fifo": 1}, {"ok.txt"})
     assert _tree(target) == {"ok.txt"}
+    assert [m["member"] for m in result.refused_members] == ["fifo", "dev", "blk"]
 
 
-# --- path escapes ----------------------------------------------------------------------------
+# --- path escapes: refused member by member --------------------------------------------------
 
 @pytest.mark.parametrize("name", ["../evil", "a/../../evil", "./../evil"])
 def test_tar_traversal_refused_nothing_outside(dirs, name):
     src, target = dirs
     archive = make_tar(src / "trav.tar.gz", [_tar_member("fine.txt", b"x"), _tar_member(name, b"pwn")])
-    err = _assert_refused(archive, target, r"'\.\.'")
-    assert name in str(err)
+    result = _assert_members_refused(archive, target, {"path_traversal": 1}, {"fine.txt"})
+    assert result.refused_members[0]["member"] == name and "'..'" in result.refused_members[0]["detail"]
 
 
 def test_tar_absolute_path_refused(dirs):
     src, target = dirs
     evil = target.parent.parent / "evil"
-    archive = make_tar(src / "abs.tar.gz", [_tar_member(str(evil), b"pwn")])
-    _assert_refused(archive, target, "absolute path")
+    archive = make_tar(src / "abs.tar.gz", [_tar_member(str(evil), b"pwn"), _tar_member("ok", b"ok")])
+    _assert_members_refused(archive, target, {"absolute_path": 1}, {"ok"})
 
 
 @pytest.mark.parametrize("link", ["/etc/passwd", "../../x", "../target2"])
@@ -150,30 +167,36 @@ def test_tar_symlink_outside_refused(dirs, link):
     archive = make_tar(src / "sym.tar.gz", [
         _tar_member("escape", type_=tarfile.SYMTYPE, linkname=link),
         _tar_member("escape/passwd", b"pwn")])  # would write through the link if it existed
-    _assert_refused(archive, target, "symlink to .* outside the target")
+    result = _assert_members_refused(archive, target, {"link": 1}, {"escape/passwd"})
+    assert "outside the target" in result.refused_members[0]["detail"]
+    assert (target / "escape").is_dir() and not (target / "escape").is_symlink()   # a plain folder in the target
+    assert not (target.parent / "target2").exists()
 
 
 def test_tar_symlink_inside_refused_too(dirs):
     src, target = dirs
     archive = make_tar(src / "symin.tar.gz", [
         _tar_member("a.txt", b"x"), _tar_member("b.txt", type_=tarfile.SYMTYPE, linkname="a.txt")])
-    _assert_refused(archive, target, "links are never extracted")
+    result = _assert_members_refused(archive, target, {"link": 1}, {"a.txt"})
+    assert "links are never extracted" in result.refused_members[0]["detail"]
 
 
 @pytest.mark.parametrize("link", ["/etc/passwd", "../evil"])
 def test_tar_hardlink_outside_refused(dirs, link):
     src, target = dirs
     archive = make_tar(src / "hard.tar.gz", [_tar_member("h", type_=tarfile.LNKTYPE, linkname=link)])
-    _assert_refused(archive, target, "hard link to .* outside the target")
+    result = _assert_members_refused(archive, target, {"link": 1}, set())
+    assert "hard link to" in result.refused_members[0]["detail"] and "outside the target" in \
+        result.refused_members[0]["detail"]
 
 
-@pytest.mark.parametrize("name,match", [("../evil", r"'\.\.'"), ("a/../../evil", r"'\.\.'"),
-                                        ("/tmp/evil", "absolute path"),
-                                        ("..\\evil", r"'\.\.'"), ("C:/evil", "absolute path")])
-def test_zip_escape_names_refused(dirs, name, match):
+@pytest.mark.parametrize("name,reason", [("../evil", "path_traversal"), ("a/../../evil", "path_traversal"),
+                                         ("/tmp/evil", "absolute_path"),
+                                         ("..\\evil", "path_traversal"), ("C:/evil", "absolute_path")])
+def test_zip_escape_names_refused(dirs, name, reason):
     src, target = dirs
     archive = make_zip(src / "trav.zip", [("fine.txt", b"x"), (name, b"pwn")])
-    _assert_refused(archive, target, match)
+    _assert_members_refused(archive, target, {reason: 1}, {"fine.txt"})
 
 
 @pytest.mark.parametrize("link", ["/etc/passwd", "../../x"])
@@ -183,7 +206,81 @@ def test_zip_symlink_refused(dirs, link):
     info.create_system = 3  # unix, so external_attr carries st_mode
     info.external_attr = (stat.S_IFLNK | 0o777) << 16
     archive = make_zip(src / "sym.zip", [(info, link.encode())])
-    _assert_refused(archive, target, "symlink to .* outside the target")
+    result = _assert_members_refused(archive, target, {"link": 1}, set())
+    assert "outside the target" in result.refused_members[0]["detail"]
+
+
+def _zip_special(name: str, fmt: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = (fmt | 0o644) << 16
+    return info
+
+
+def test_tar_mixing_good_and_hostile_members_keeps_every_good_one(dirs):
+    """One archive with each hostile class between good members: the good ones are all extracted, byte for
+    byte, each hostile one is counted by its reason and named, nothing escapes."""
+    src, target = dirs
+    outside = target.parent.parent / "canary.txt"
+    outside.write_bytes(b"CANARY outside the target")
+    members = [_tar_member("good/1.txt", b"one"), _tar_member("../evil", b"pwn"),
+               _tar_member("good/2.txt", b"two"), _tar_member(str(target.parent.parent / "evil"), b"pwn"),
+               _tar_member("good/3.txt", b"three"), _tar_member("out", type_=tarfile.SYMTYPE, linkname=str(outside)),
+               _tar_member("good/4.txt", b"four"), _tar_member("hl", type_=tarfile.LNKTYPE, linkname="../canary.txt"),
+               _tar_member("good/5.txt", b"five"), _tar_member("null", type_=tarfile.CHRTYPE),
+               _tar_member("good/6.txt", b"six"), _tar_member("pipe", type_=tarfile.FIFOTYPE),
+               _tar_member("good/1.txt/x", b"conflict"), _tar_member("good/7.txt", b"seven")]
+    for mode, suffix in (("w", "tar"), ("w:gz", "tar.gz")):
+        t = target.with_name(f"target-{suffix}")
+        archive = make_tar(src / f"mixed.{suffix}", members, mode)
+        before = _tree(target.parent.parent)
+        result = extract(archive, t)
+        assert result.refused == {"path_traversal": 1, "absolute_path": 1, "link": 2, "device": 1, "fifo": 1,
+                                  "conflict": 1}
+        assert [m["member"] for m in result.refused_members] == [
+            "../evil", members[3][0].name, "out", "hl", "null", "pipe", "good/1.txt/x"]
+        assert result.files == [f"good/{i}.txt" for i in range(1, 8)]
+        assert [(t / f).read_bytes() for f in result.files] == [b"one", b"two", b"three", b"four", b"five",
+                                                                 b"six", b"seven"]
+        assert _tree(target.parent.parent) - before == {f"out/{t.name}"} | {f"out/{t.name}/{p}" for p in _tree(t)}
+        assert outside.read_bytes() == b"CANARY outside the target"
+        assert not any((t / p).is_symlink() for p in _tree(t))
+
+
+def test_zip_mixing_good_and_hostile_members_keeps_every_good_one(dirs):
+    src, target = dirs
+    link = zipfile.ZipInfo("link")
+    link.create_system = 3
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16
+    enc = zipfile.ZipInfo("secret.txt")
+    entries = [("a.txt", b"a"), ("../evil", b"pwn"), ("b.txt", b"b"), ("/tmp/evil", b"pwn"), ("c.txt", b"c"),
+               (link, b"/etc/passwd"), ("d.txt", b"d"), (_zip_special("dev", stat.S_IFCHR), b""), ("e.txt", b"e"),
+               (_zip_special("sock", stat.S_IFSOCK), b""), ("f.txt", b"f"), ("x\\y.txt", b"backslash"),
+               ("g.txt", b"g")]
+    archive = make_zip(src / "mixed.zip", entries + [(enc, b"hidden")])
+    # mark the last entry encrypted in both headers: zipfile refuses to write encrypted entries itself
+    data = bytearray(archive.read_bytes())
+    for sig in (b"PK\x03\x04", b"PK\x01\x02"):
+        at = data.rfind(sig)
+        flag = at + (6 if sig == b"PK\x03\x04" else 8)
+        data[flag] |= 1
+    archive.write_bytes(bytes(data))
+    result = _assert_members_refused(archive, target, {"path_traversal": 1, "absolute_path": 1, "link": 1,
+                                                       "device": 1, "socket": 1, "bad_name": 1, "encrypted": 1},
+                                     {f"{c}.txt" for c in "abcdefg"})
+    assert [(target / f"{c}.txt").read_bytes() for c in "abcdefg"] == [c.encode() for c in "abcdefg"]
+    assert result.refused_members[-1] == {"member": "secret.txt", "reason": "encrypted",
+                                          "detail": "encrypted; provide an unencrypted archive"}
+
+
+def test_refused_members_are_counted_past_the_listing_limit(dirs, monkeypatch):
+    from curation.acquire import members
+    monkeypatch.setattr(members, "LISTED", 3)
+    src, target = dirs
+    archive = make_tar(src / "many.tar", [_tar_member(f"../e{i}", b"x") for i in range(5)] +
+                       [_tar_member("ok", b"ok")], "w")
+    result = extract(archive, target)
+    assert result.refused == {"path_traversal": 5} and len(result.refused_members) == 3 and result.files == ["ok"]
 
 
 # --- resource limits -------------------------------------------------------------------------
@@ -207,10 +304,13 @@ def test_gzip_bomb_refused_no_partial(dirs):
 
 def test_total_and_member_byte_limits(dirs):
     src, target = dirs
-    archive = make_zip(src / "big.zip", [(f"f{i}", os.urandom(4096)) for i in range(4)])
+    archive = make_zip(src / "big.zip", [(f"f{i}", os.urandom(4096)) for i in range(4)] + [("small", b"s")])
     _assert_refused(archive, target, "max_total_bytes", max_total_bytes=10_000)
-    _assert_refused(archive, target, "max_member_bytes", max_member_bytes=4095)
-    assert extract(archive, target, max_total_bytes=16384, max_member_bytes=4096).bytes == 16384
+    # one member over max_member_bytes is refused alone: the others are kept
+    result = _assert_members_refused(archive, target, {"too_large": 4}, {"small"}, max_member_bytes=4095)
+    assert "max_member_bytes=4095" in result.refused_members[0]["detail"]
+    shutil.rmtree(target)
+    assert extract(archive, target, max_total_bytes=16385, max_member_bytes=4096).bytes == 16385
 
 
 @pytest.mark.parametrize("kind", ["tar.gz", "zip"])
@@ -226,7 +326,11 @@ def test_limits_enforced_on_bytes_written_not_headers(dirs, monkeypatch, kind):
         archive = make_zip(src / "liar.zip", list(data.items()))
     else:
         archive = make_tar(src / "liar.tar.gz", [_tar_member(n, d) for n, d in data.items()])
-    _assert_refused(archive, target, "max_member_bytes", max_member_bytes=4095)
+    # streamed past max_member_bytes: the member's partial file is removed, the other kept
+    _assert_members_refused(archive, target, {"too_large": 2}, set(), max_member_bytes=4095)
+    shutil.rmtree(target)
+    _assert_members_refused(archive, target, {"too_large": 1}, {"a"}, max_member_bytes=2**19)
+    shutil.rmtree(target)
     _assert_refused(archive, target, "max_total_bytes", max_total_bytes=2**20)
     _assert_refused(archive, target, "max_ratio", max_ratio=50)
 
@@ -274,3 +378,15 @@ def test_missing_archive_refused(dirs):
     src, target = dirs
     with pytest.raises(InputError, match="not found"):
         extract(src / "nope.tar.gz", target)
+
+
+def test_member_names_that_are_not_utf8_are_refused(dirs):
+    src, target = dirs
+    archive = src / "names.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT, encoding="latin-1") as tf:
+        for name in ("café.txt", "ok.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tf.addfile(info, io.BytesIO(b"ok"))
+    result = _assert_members_refused(archive, target, {"bad_name": 1}, {"ok.txt"})
+    assert "not UTF-8" in result.refused_members[0]["detail"]

@@ -27,8 +27,8 @@ def test_folder_packing_is_deterministic_and_keeps_sidecars(tmp_path):
     (tmp_path / "in" / "a.txt").write_text(cap_a)
     (tmp_path / "in" / "sub" / "b.v2.jpg").write_bytes(b)
     (tmp_path / "in" / "sub" / "b.v2.json").write_text(json.dumps({"caption": "two", "url": "https://x/b"}))
-    write_tars(folder_samples(tmp_path / "in"), tmp_path / "o1", per_tar=1)
-    write_tars(folder_samples(tmp_path / "in"), tmp_path / "o2", per_tar=1)
+    write_tars(folder_samples(tmp_path / "in").samples, tmp_path / "o1", per_tar=1)
+    write_tars(folder_samples(tmp_path / "in").samples, tmp_path / "o2", per_tar=1)
     names = sorted(p.name for p in (tmp_path / "o1").iterdir())
     assert names == ["images-00000.tar", "images-00001.tar"]
     assert all((tmp_path / "o1" / n).read_bytes() == (tmp_path / "o2" / n).read_bytes() for n in names)

@@ -1,5 +1,5 @@
 """`curate codec check`: a checkpoint folder in the published layout is loaded, checked and hashed; a bad
-one exits 2 naming the tensor."""
+one exits 1 (a failed command, `curation.commands.console`) naming the tensor."""
 from __future__ import annotations
 
 import hashlib
@@ -78,11 +78,11 @@ def test_audio_folder_hash_matches_the_seeded_codec_it_was_saved_from(tmp_path, 
     assert from_yaml["weights"].startswith("seeded random")
 
 
-def test_bad_folders_exit_2_naming_the_tensor(tmp_path, capsys):
+def test_bad_folders_exit_1_naming_the_tensor(tmp_path, capsys):
     model = IBQEncoder.seeded(yaml.safe_load(IBQ.read_text()), seed=0)
     state = ibq_state(model)
     state["encoder.mid.attn_1.proj_out.weight"] = torch.zeros(128, 128, 3, 3)
-    assert main(["codec", "check", str(write_ibq(tmp_path / "ibq", model, state=state))]) == 2
+    assert main(["codec", "check", str(write_ibq(tmp_path / "ibq", model, state=state))]) == 1
     err = capsys.readouterr().err
     assert ("misshapen tensor encoder.mid.attn_1.proj_out.weight: shape (128, 128, 3, 3) in the file, "
             "(128, 128, 1, 1) expected by config.yaml") in err
@@ -90,11 +90,11 @@ def test_bad_folders_exit_2_naming_the_tensor(tmp_path, capsys):
     audio = WavTokenizerEncoder.seeded(yaml.safe_load(WAV.read_text()), seed=0)
     state = wavtokenizer_state(audio)
     del state["feature_extractor.encodec.encoder.model.15.conv.conv.weight_v"]
-    assert main(["codec", "check", str(write_wavtokenizer(tmp_path / "wt", audio, state=state))]) == 2
+    assert main(["codec", "check", str(write_wavtokenizer(tmp_path / "wt", audio, state=state))]) == 1
     assert "missing tensor feature_extractor.encodec.encoder.model.15.conv.conv.weight_v" in capsys.readouterr().err
 
     (tmp_path / "empty").mkdir()
-    assert main(["codec", "check", str(tmp_path / "empty")]) == 2
+    assert main(["codec", "check", str(tmp_path / "empty")]) == 1
     assert "give --kind image or --kind audio" in capsys.readouterr().err
-    assert main(["codec", "check", str(tmp_path / "empty"), "--kind", "image"]) == 2
+    assert main(["codec", "check", str(tmp_path / "empty"), "--kind", "image"]) == 1
     assert "no weights file (model.safetensors or model.ckpt)" in capsys.readouterr().err

@@ -4,6 +4,7 @@ import shutil
 from collections import Counter
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from curation.commands.run import run
@@ -24,7 +25,7 @@ def test_demo_run_verifies_and_balances(demo_run):
         "cooldown.json", "long-context-4k.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
     lines = verify_manifest(manifest)
-    assert len(lines) == 3
+    assert len(lines) == 4 and lines[-1].startswith("megatron hand-off: 3 prefix(es)")
     verify_manifest(out / "manifests" / "cooldown.json")
     lc = json.loads((out / "manifests" / "long-context-4k.json").read_text())
     verify_manifest(out / "manifests" / "long-context-4k.json")
@@ -33,8 +34,10 @@ def test_demo_run_verifies_and_balances(demo_run):
     m = json.loads(manifest.read_text())
     assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == demo_run.plan.recipe.fingerprint
     assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]
-    assert m["blend"][1::2] == ["../tokenized/web_en/web_en", "../tokenized/c4_en/c4_en", "../tokenized/web_de/web_de"]
-    assert m["blend"][0::2] == [s["share"] for s in m["sources"]] and abs(sum(m["blend"][0::2]) - 1) < 1e-6
+    # the Megatron blend: stage indices of the planned occurrences, weighted by the samples one pass yields
+    assert m["blend"][1::2] == ["../megatron/stage1/web_en", "../megatron/stage1/c4_en", "../megatron/stage1/web_de"]
+    assert m["blend"][0::2] == [(s["plan"]["tokens"] - 1) // m["seq_length"] for s in m["sources"]]
+    assert sum(m["blend"][0::2]) == m["samples"]
     cols, rows = query(out / "ledger", "SELECT source, records_in, records_out + dropped + quarantined, "
                                        "step FROM steps")
     assert rows and all(r[1] == r[2] for r in rows)
@@ -42,13 +45,20 @@ def test_demo_run_verifies_and_balances(demo_run):
     funnel = {r[0]: r for r in query(out / "ledger", "SELECT * FROM funnel")[1]}
     assert set(funnel) == {"web_en", "c4_en", "web_de"}
     assert all(0 < f[2] < f[1] for f in funnel.values())
-    # planted re-crawls: near duplicates found; across sources the earlier source (web_en) keeps its copy
-    clusters = query(out / "ledger", "SELECT kept_source, sources, size FROM clusters")[1]
-    assert len(clusters) >= 6 and all(size == 2 for _, _, size in clusters)
-    assert all(kept == "web_en" for kept, sources, _ in clusters if sources == ["c4_en", "web_en"])
-    assert any(sources == ["c4_en", "web_en"] for _, sources, _ in clusters)
+    # planted re-crawls: near duplicates found; each cluster keeps its best-scored copy (`keep: highest_quality`)
+    clusters = query(out / "ledger", "SELECT cluster, sources, size, members FROM clusters")[1]
+    assert len(clusters) >= 6 and all(size == 2 for _, _, size, _ in clusters)
+    assert any(sources == ["c4_en", "web_en"] for _, sources, _, _ in clusters)
+    score = {f"{src}/{r['id']}": json.loads(r["meta"])["quality_score"] for src in ("web_en", "c4_en", "web_de")
+             for f in (out / "processed" / src).glob("*.parquet")
+             for r in pq.read_table(f, columns=["id", "meta"]).to_pylist()}
+    assert all(score[kept] == max(score[m] for m in members) for kept, _, _, members in clusters)
     drops = query(out / "ledger", "SELECT DISTINCT step FROM drops")[1]
-    assert {"language", "gopher_quality", "gopher_repetition", "length", "near_dedup"} <= {d[0] for d in drops}
+    assert {"language", "gopher_quality", "gopher_repetition", "length", "near_dedup", "select"} <= \
+        {d[0] for d in drops}
+    for t in ("quality_thresholds", "quality_selected", "quality_histogram", "toxicity"):
+        assert query(out / "ledger", f"SELECT count(*) FROM {t}")[1][0][0] > 0, t
+    assert (out / "reports" / "quality.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "reports" / "index.html").stat().st_size > 2000
     assert (out / "reports" / "flow.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
@@ -65,10 +75,12 @@ def test_megatron_core_reads_the_shards_and_blend(demo_run):
     m = json.loads(manifest.read_text())
     prefixes, weights = megatron_blend(manifest)
     for src, prefix in zip(m["sources"], prefixes):
-        ds = IndexedDataset(prefix)
+        ds = IndexedDataset(str(manifest.parent / src["prefix"]))
         assert len(ds) == src["documents"]
         assert int(ds.sequence_lengths.sum()) == src["tokens"]["total"]
         assert all(ds[i][-1] == m["vocabulary"]["eod"] for i in range(len(ds)))
+        stage = IndexedDataset(prefix)                 # the hand-off: every planned occurrence, same tokens
+        assert len(stage) == src["plan"]["samples"] and int(stage.sequence_lengths.sum()) == src["plan"]["tokens"]
 
     class Tokenizer:
         vocab_size = m["vocabulary"]["padded_size"]
@@ -85,8 +97,8 @@ def test_megatron_core_reads_the_shards_and_blend(demo_run):
     assert n <= len(train) <= n + len(weights)  # megatron-core rounds each source's sample count up
     n = len(train)
     shares = Counter(int(train.dataset_index[i]) for i in range(n))
-    for i, src in enumerate(m["sources"]):  # the planned shares, within sampling error
-        assert abs(shares[i] / n - src["share"]) <= 3 * (src["share"] * (1 - src["share"]) / n) ** 0.5 + 1 / n
+    for i, w in enumerate(weights):  # each prefix's samples of one pass (megatron-core blends greedily)
+        assert abs(shares[i] - w * n / sum(weights)) <= 1.5
     assert train[0]["tokens"].shape[0] == m["seq_length"]
 
 
@@ -101,7 +113,7 @@ def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(demo_run,
     assert a.keys() == b.keys() and len(a) >= 8 + 8 * 3 + 8 * 2 + 3 * 2 + 1
     assert [k for k in a if a[k] != b[k]] == []
     assert _ledger_rows(demo_run.out) == _ledger_rows(out)
-    for name in ("sources", "drops", "tokens", "quarantine", "inputs", "runs"):
+    for name in ("sources", "drops", "tokens", "quarantine", "inputs"):   # runs: start, end, host differ
         assert (demo_run.out / "ledger" / f"{name}.parquet").read_bytes() == \
             (out / "ledger" / f"{name}.parquet").read_bytes()
 

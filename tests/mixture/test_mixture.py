@@ -132,13 +132,17 @@ def test_sources_row_says_why_a_source_is_excluded():
 def test_manifests_of_removed_stages_are_deleted(tmp_path):
     from curation.mixture.manifests import FORMAT, _remove_stale
 
-    (tmp_path / "plans" / "old").mkdir(parents=True)
-    (tmp_path / "plans" / "keep").mkdir(parents=True)
-    (tmp_path / "old.json").write_text('{"format": "%s"}' % FORMAT)
-    (tmp_path / "keep.json").write_text('{"format": "%s"}' % FORMAT)
+    mdir = tmp_path / "manifests"
+    for folder in (mdir / "plans", tmp_path / "megatron"):
+        (folder / "old").mkdir(parents=True)
+        (folder / "keep").mkdir(parents=True)
+    (mdir / "old.json").write_text('{"format": "%s"}' % FORMAT)
+    (mdir / "older.json").write_text('{"format": "curate-manifest/1"}')      # an earlier format of ours
+    (mdir / "keep.json").write_text('{"format": "%s"}' % FORMAT)
     _remove_stale(tmp_path, {"keep"})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json", "plans"]
-    assert [p.name for p in (tmp_path / "plans").iterdir()] == ["keep"]
-    (tmp_path / "notes.json").write_text("[1, 2]")
+    assert sorted(p.name for p in mdir.iterdir()) == ["keep.json", "plans"]
+    assert [p.name for p in (mdir / "plans").iterdir()] == ["keep"]
+    assert [p.name for p in (tmp_path / "megatron").iterdir()] == ["keep"]   # the stage's Megatron hand-off
+    (mdir / "notes.json").write_text("[1, 2]")
     _remove_stale(tmp_path, {"keep"})
-    assert (tmp_path / "notes.json").exists()
+    assert (mdir / "notes.json").exists()

@@ -28,7 +28,7 @@ def nodes(recipe: dict, tmp: Path) -> dict[str, str]:
     """node key -> fingerprint, as `curate explain --nodes` prints them for this recipe."""
     folder = tmp / f"r{len(list(tmp.glob('r*')))}"
     folder.mkdir()
-    for d in ("demo", "images", "audio"):
+    for d in ("demo", "images", "audio", "classifiers"):
         (folder / d).symlink_to(RECIPES / d)
     path = folder / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
@@ -70,7 +70,7 @@ def test_mixture_only_changes_recompute_nothing(tmp_path):
     edited["stages"][1]["goldfish"] = {"k": 40, "h": 30}
     edited["ablation"]["steps"] = 10
     after = nodes(edited, tmp_path)
-    assert len(before) == 69 and changed(before, after) == set()
+    assert len(before) == 78 and changed(before, after) == set()
 
 
 def test_a_tokenize_setting_of_one_source_reaches_no_other_source(tmp_path):
@@ -87,10 +87,11 @@ def test_a_minhash_setting_re_tokenizes_only_text_sources(tmp_path):
     base = _mixed()
     before = nodes(base, tmp_path)
     edited = copy.deepcopy(base)
-    edited["dedup"]["minhash"] = {"ngram": 4}
+    edited["dedup"]["minhash"] = {**edited["dedup"]["minhash"], "ngram": 4}
     moved = changed(before, nodes(edited, tmp_path))
     stages = {k.split("/")[0] for k in moved}
-    assert stages == {"signatures", "band", "clusters", "tokenize", "merge"}
+    # the selection ranks what near-dedup left, so it is recomputed too
+    assert stages == {"signatures", "band", "clusters", "select_scores", "select_resolve", "tokenize", "merge"}
     assert {k for k in moved if k.startswith(("tokenize/", "merge/"))} == \
         {k for k in before if k.startswith(("tokenize/web_en", "merge/web_en"))}
 

@@ -214,13 +214,13 @@ def test_licence_policy_fails_closed(tmp_path):
     assert load_recipe(_recipe(tmp_path, nested)).recipe.sources[0].licence_field == "meta.license"
 
 
-@pytest.mark.parametrize("name", ["demo", "acquisition", "audio", "images"])
+@pytest.mark.parametrize("name", ["demo", "acquisition", "audio", "images", "interleaved"])
 def test_shipped_recipes_validate(name):
     loaded = load_recipe(REPO / "recipes" / f"{name}.yaml", resolve_inputs=False)
     assert all(s.license for s in loaded.recipe.sources)
 
 
-@pytest.mark.parametrize("recipe", ["demo", "images", "audio"])
+@pytest.mark.parametrize("recipe", ["demo", "images", "audio", "interleaved"])
 def test_plan_node_estimate_matches_the_plan(recipe):
     """`plan_nodes` mirrors the phase table; if the plan gains phases, this says the estimate must follow."""
     from curation.plan.graph import load_plan

@@ -4,12 +4,14 @@
     decont(source, shard)  every processed document matched against the
                            index, one index shard at a time; a document
                            is flagged by its best item if that reaches
-                           the threshold; images are matched by pHash   → flags/<source>/<shard>.parquet
+                           the threshold; images are matched by pHash
+                           (every image of an interleaved document)    → flags/<source>/<shard>.parquet
 """
 from __future__ import annotations
 
 import json
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,8 @@ from curation.corpus.decont.index import build_index, match
 from curation.corpus.stream import column_batches
 from curation.errors import CurateError, RecordError
 from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
+from curation.steps.interleaved.document import image_hashes
+from curation.steps.registry import MODALITIES
 from curation.steps.text.minhash import Shingler
 
 FLAG_SCHEMA = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()),
@@ -39,7 +43,9 @@ def _image_items(bench: dict, reductions: list[int]) -> tuple[list[dict], int]:
     """(items with their pHash at every reduction in use, unreadable files) of one image benchmark: a
     folder or a tar. A benchmark image is compared with training images of several domains, each only
     with the hash made at that domain's reduction (`curation.steps.image.phash`)."""
-    from curation.steps.image.decode import decode   # Pillow ([images] extra): only image benchmarks need it
+    from curation.steps.image.decode import (
+        decode,  # Pillow ([images] extra): only image benchmarks need it
+    )
     path = Path(bench["path"])
     if path.is_dir():
         blobs = [(str(f.relative_to(path)), f.read_bytes()) for f in sorted(path.rglob("*")) if f.is_file()]
@@ -85,6 +91,19 @@ def run_decont_index(out: Path, node: Node) -> dict:
                                                    for k in range(spec["shards"])]}
 
 
+def decont_text_batches(out: Path, source: str, shard: str, modality: str) -> Iterator[tuple[list[str], list[str]]]:
+    """(ids, texts) of a processed shard as decontamination sees them, in bounded batches
+    (`curation.corpus.stream`): the processed text, or what the modality declares (`Modality.decont_text`:
+    an audio clip's transcript and translation)."""
+    m = MODALITIES[modality]
+    cols = ("id", "text") if m.decont_text is None else ("id", "text", "meta")
+    for batch in column_batches(processed_path(out, source, shard), cols):
+        texts = batch["text"]
+        if m.decont_text is not None:
+            texts = [m.decontaminated_text(x, meta) for x, meta in zip(texts, batch["meta"])]
+        yield batch["id"], texts
+
+
 def run_decont(out: Path, node: Node) -> dict:
     """Flags of one shard. Its documents are matched in batches (`curation.corpus.stream`), each batch
     against every index shard in turn, so the task holds one batch of text and n-gram hashes, one index
@@ -92,12 +111,13 @@ def run_decont(out: Path, node: Node) -> dict:
     out_dir, spec = out, node.spec
     items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
     bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
+    modality = spec.get("modality", "text")
     shingler = Shingler.cached(spec["ngram"], "eng")
     rows, documents = [], 0
-    for cols in column_batches(processed_path(out_dir, node.source, node.shard), ("id", "text")):
-        documents += len(cols["id"])
-        hashes = [shingler(t) for t in cols["text"]]
-        for rid, found in zip(cols["id"], match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
+    for ids, texts in decont_text_batches(out_dir, node.source, node.shard, modality):
+        documents += len(ids)
+        hashes = [shingler(t) for t in texts]
+        for rid, found in zip(ids, match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
             if not found:
                 continue
             # the best item: highest share of its n-grams, then most n-grams, then first in the registry
@@ -123,11 +143,14 @@ def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids:
     if not image_items:
         return rows
     t = pq.read_table(processed_path(out, node.source, node.shard), columns=["id", "meta"])
-    metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+    # one entry per training image: (record, pHash, domain); an interleaved document has one per image, and is
+    # flagged (whole: its text often quotes the benchmark item) by its nearest image
+    entries = [(i, h, domain, reduce) for i, m in enumerate(t.column("meta").to_pylist())
+               for _, h, domain, reduce in image_hashes(json.loads(m))]
     found = []
     by_reduce: dict[int, list[int]] = {}
-    for i, m in enumerate(metas):  # written before the reduction was recorded: the default of then
-        by_reduce.setdefault(int(m.get("phash_reduce", DEFAULT_REDUCE)), []).append(i)
+    for e, (_, _, _, reduce) in enumerate(entries):
+        by_reduce.setdefault(reduce, []).append(e)
     for reduce, members in sorted(by_reduce.items()):
         at = [dict(phashes[i]).get(reduce) for i in image_items]
         if None in at:
@@ -135,10 +158,10 @@ def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids:
                               f"{reduce}x{reduce} reduction, the benchmark images only at "
                               f"{sorted(dict(phashes[image_items[0]]))}; re-run the decont_index phase with "
                               f"{reduce} among its reductions")
-        train = np.array([int(metas[i]["phash"], 16) for i in members], dtype=np.uint64)
-        hits = match_images(train, [metas[i]["domain"] for i in members],
+        train = np.array([entries[e][1] for e in members], dtype=np.uint64)
+        hits = match_images(train, [entries[e][2] for e in members],
                             np.array([int(h, 16) for h in at], dtype=np.uint64), node.spec["image_radii"])
-        found += [(members[ti], bi, dist) for ti, bi, dist in hits]
+        found += [(entries[members[ti]][0], bi, dist) for ti, bi, dist in hits]
     best: dict[int, tuple[int, int]] = {}
     for ti, bi, dist in found:
         if ti not in best or (dist, bi) < best[ti]:

@@ -27,6 +27,8 @@ from curation.corpus.decont.review import write_review
 from curation.errors import DecontaminationGuard, RecipeError
 from curation.steps.image.phash import default_reductions, domain_reduce
 
+IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
+
 
 def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
     """Text and image benchmarks as local files with their content hashes (nothing is downloaded)."""
@@ -71,7 +73,8 @@ class DecontPhase(CorpusPhase):
         # benchmark images are hashed at every pHash reduction the image sources use (one per domain setting)
         reductions = sorted({*default_reductions(), *(domain_reduce(s.image_settings().domain,
                                                                       s.image_settings().phash_reduce)
-                                                        for s in ctx.loaded.recipe.sources if s.modality == "image")})
+                                                        for s in ctx.loaded.recipe.sources
+                                                        if s.modality in IMAGE_MODALITIES)})
         index = Node("decont_index", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_index", "ngram": cfg.ngram, "shards": cfg.index_shards,
              "phash_reductions": reductions,
@@ -82,14 +85,15 @@ class DecontPhase(CorpusPhase):
             {"v": CODE_EPOCH, "phase": "decont", "index": index.fingerprint, "process": p.fingerprint,
              "threshold": cfg.threshold, "radii": cfg.image_radii}),
             deps=[p.key, index.key], spec={"ngram": cfg.ngram, "shards": cfg.index_shards, "threshold": cfg.threshold,
-                                           "image_radii": cfg.image_radii,
-                                           "image": ctx.source(p.source).modality == "image"})
+                                           "image_radii": cfg.image_radii, "modality": ctx.source(p.source).modality,
+                                           "image": ctx.source(p.source).modality in IMAGE_MODALITIES})
             for p in ctx.process]
         policy = {"max_removal_rate": cfg.max_removal_rate, "acknowledge": sorted(cfg.acknowledge),
                   "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}
         resolve = Node("decont_resolve", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_resolve", "policy": policy, "match": [n.fingerprint for n in match]}),
-            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards()})
+            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards(),
+                                               "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
         return [[index], match, [resolve]]
 
     def runners(self):
@@ -119,7 +123,8 @@ class DecontPhase(CorpusPhase):
         documents = Counter()
         for s, sh in shards:
             documents[s] += pq.ParquetFile(processed_path(out, s, sh)).metadata.num_rows
-        review = write_review(out, ((s, sh, shard_flags(s, sh)) for s, sh in shards), spec["ngram"])
+        review = write_review(out, ((s, sh, shard_flags(s, sh)) for s, sh in shards), spec["ngram"],
+                              spec.get("modalities", {}))
         for source, n in sorted(removed.items()):
             rate = n / max(documents[source], 1)
             if rate > spec["max_removal_rate"] and source not in spec["acknowledge"]:

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_bytes
-from curation.core.layout import decont_dir, processed_path
+from curation.core.layout import decont_dir
 from curation.corpus.decont.index import overlap_words
-from curation.corpus.stream import column_batches
+from curation.corpus.decont.match import decont_text_batches
 from curation.steps.text.minhash import Shingler
 
 _CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
@@ -46,8 +46,10 @@ def _page_order(r: dict) -> tuple:
     return (-r["ratio"], r["source"], r["id"])
 
 
-def write_review(out: Path, shard_flags: Iterable[tuple[str, str, list[dict]]], n: int) -> Path:
-    """`shard_flags`: (source, shard, its flags with `status`) per shard, in canonical order. Streams: the
+def write_review(out: Path, shard_flags: Iterable[tuple[str, str, list[dict]]], n: int,
+                 modalities: dict[str, str] | None = None) -> Path:
+    """`shard_flags`: (source, shard, its flags with `status`) per shard, in canonical order; `modalities`:
+    source -> modality, for the text each sample was matched on (`decont_text_batches`). Streams: the
     Parquet file gets one row group per shard with flags, and only the `_CAP` samples the page shows are
     held (texts are read from the processed shard in batches, keeping the flagged ones)."""
     item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
@@ -63,8 +65,8 @@ def write_review(out: Path, shard_flags: Iterable[tuple[str, str, list[dict]]], 
             if not flags:
                 continue
             wanted, texts = {f["id"] for f in flags}, {}
-            for cols in column_batches(processed_path(out, source, shard), ("id", "text")):
-                texts.update((rid, t) for rid, t in zip(cols["id"], cols["text"]) if rid in wanted)
+            for ids, batch in decont_text_batches(out, source, shard, (modalities or {}).get(source, "text")):
+                texts.update((rid, t) for rid, t in zip(ids, batch) if rid in wanted)
             rows = [f | {"text": texts[f["id"]], "item_text": items[f["item"]]} for f in flags]
             writer.write_table(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA))
             total += len(rows)

@@ -2,11 +2,25 @@
 
 `AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `recipe.schema.Audio`):
 the audio file (relative to the manifest), optional segment times, transcript, recording, clip order,
-speaker and language. `AudioCheck` decodes the clip (soundfile: wav, flac, ogg, mp3), mixes it to
-mono, resamples it to 24 kHz (soxr, high quality) and quarantines, with a reason: files that do not
-decode (`undecodable_audio`), empty clips (`empty_audio`), clips shorter or longer than the recipe
-allows (`too_short`, `too_long`), silence (`silent`: peak under `silence_dbfs`) and transcripts whose
-length does not fit the duration (`transcript_mismatch`: characters per second outside the range).
+speaker and language, and a translation of the speech (kept in the metadata as `translation` /
+`translation_language` when the source names a `translation_field`). A line it cannot take is
+quarantined with a reason: `bad_json` (not a JSON object, or text that is not UTF-8 outside the
+transcript), `no_audio`, `bad_transcript_encoding` (a transcript that is not UTF-8, or holds a lone
+surrogate escape: treated like image captions), `bad_transcript` (not a string), `bad_translation` (a
+translation that is not a string or not UTF-8), `translation_language_mismatch` (its
+`translation_language_field` names another language than the source's `translation_language`),
+`bad_order` (not an integer), `bad_segment` (start/end not finite numbers, negative, or end not after
+start), `bad_field` (id, recording, speaker or language not a string or integer).
+
+`AudioCheck` opens the file only inside the manifest's folder or `input.allow_roots`
+(`curation.core.contain`: `path_outside_input` for `..` and absolute names outside them,
+`link_outside_input` for links out), decodes it (soundfile: wav, flac, ogg, mp3), mixes it to mono
+(`to_mono`), resamples it to 24 kHz (soxr, high quality) and quarantines, with a reason: files that do
+not decode (`undecodable_audio`), samples that are NaN or infinite (`nan_audio`), empty clips
+(`empty_audio`), clips shorter or longer than the recipe allows (`too_short`, `too_long`), silence
+(`silent`: peak under `silence_dbfs`) and transcripts whose length does not fit the duration
+(`transcript_mismatch`: characters per second outside the range), and translations that do not
+(`translation_mismatch`, the same range).
 
 The processed shard keeps the clips as a Lhotse Shar directory (`SharShard`): 24 kHz FLAC recordings
 and one supervision per transcribed clip (text, language, speaker, recording, order).
@@ -18,31 +32,56 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
+from curation.core.contain import InputTree, Refusal
 from curation.core.record import Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject, Step
 
 SAMPLE_RATE = 24_000
 PEAK_DBFS = -3.0
+# the channel mean keeps at least this share of the channels' mean power unless channels cancel:
+# uncorrelated channels keep 1/2 (-3 dB), identical ones all of it, spaced microphone pairs measured
+# down to -5.7 dB; below 1/10 (-10 dB) they are anti-correlated (correlation < -0.8 for channels of
+# equal power) and the loudest channel is kept (reports/benchmarks/downmix.md)
+MIN_MEAN_POWER = 0.1
 
 
-def load_clip(path: Path, start: float | None = None, end: float | None = None) -> np.ndarray:
-    """Decode (a segment of) a file to float32 mono at 24 kHz."""
+def to_mono(data: np.ndarray) -> np.ndarray:
+    """(frames, channels) → mono: the channel mean, unless it keeps less than `MIN_MEAN_POWER` of the
+    channels' mean power (channels in antiphase, wholly or partly, cancel in a mean), then the channel
+    with the most power. Normal stereo keeps the mean bit for bit (reports/benchmarks/downmix.md)."""
+    if data.shape[1] == 1:
+        return np.ascontiguousarray(data[:, 0])
+    mono = data.mean(axis=1, dtype=np.float32)
+    power = np.einsum("ij,ij->j", data, data, dtype=np.float64) / max(1, data.shape[0])
+    if float(np.dot(mono, mono.astype(np.float64))) / max(1, mono.size) >= MIN_MEAN_POWER * float(power.mean()):
+        return mono
+    return np.ascontiguousarray(data[:, int(np.argmax(power))])
+
+
+def load_clip(source: Path | BinaryIO, start: float | None = None, end: float | None = None,
+              name: str | None = None) -> np.ndarray:
+    """Decode (a segment of) a file, given as a path or an open binary file, to float32 mono at 24 kHz."""
     import soundfile as sf
     import soxr
+    name = name or Path(getattr(source, "name", str(source))).name
     try:
-        with sf.SoundFile(str(path)) as f:
+        with sf.SoundFile(source if not isinstance(source, Path) else str(source)) as f:
             sr = f.samplerate
             first = int(round((start or 0.0) * sr))
             frames = -1 if end is None else max(0, int(round(end * sr)) - first)
             f.seek(first)
             data = f.read(frames, dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, OSError, ValueError) as e:
-        raise RecordError("undecodable_audio", f"{path.name}: {e}") from None
-    mono = data.mean(axis=1, dtype=np.float32)
+        raise RecordError("undecodable_audio", f"{name}: {e}") from None
+    if not np.isfinite(data).all():
+        bad = int(data.size - np.isfinite(data).sum())
+        raise RecordError("nan_audio", f"{name}: {bad} of {data.size} samples are NaN or infinite")
+    mono = to_mono(data)
     if sr != SAMPLE_RATE and mono.size:
         mono = soxr.resample(mono, sr, SAMPLE_RATE, quality="HQ").astype(np.float32)
     return np.ascontiguousarray(mono)
@@ -52,6 +91,23 @@ def peak_normalise(wave: np.ndarray, dbfs: float = PEAK_DBFS) -> np.ndarray:
     """Scale so the peak sits at `dbfs` (the codec was trained on peak-normalised audio)."""
     peak = float(np.abs(wave).max()) if wave.size else 0.0
     return wave if peak == 0 else (wave * (10 ** (dbfs / 20) / peak)).astype(np.float32)
+
+
+def _unencodable(value) -> str | None:
+    """The first string inside `value` that is not valid Unicode (undecodable bytes ride in as
+    surrogates, as do JSON escapes of lone surrogates), else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value
+        return None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((bad for v in items if (bad := _unencodable(v)) is not None), None)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 class AudioManifestReader(Reader):
@@ -66,42 +122,92 @@ class AudioManifestReader(Reader):
                 if not raw.strip():
                     continue
                 loc = f"{self.shard_label}:{n}"
+                preview = raw[:2000].decode("utf-8", "replace")
                 try:
-                    obj = json.loads(raw.decode("utf-8"))
+                    # surrogateescape: bytes that are not UTF-8 survive to be judged field by field
+                    obj = json.loads(raw.decode("utf-8", "surrogateescape"))
                     if not isinstance(obj, dict):
                         raise ValueError("not a JSON object")
-                except (UnicodeDecodeError, ValueError) as e:
-                    yield Reject(loc, "bad_json", f"{self.path} line {n}: {e}", raw[:2000].decode("utf-8", "replace"))
+                except ValueError as e:
+                    yield Reject(loc, "bad_json", f"{self.path} line {n}: {e}", preview)
                     continue
-                audio = obj.get(self.a.audio_field)
-                if not isinstance(audio, str) or not audio:
-                    yield Reject(loc, "no_audio", f"{self.path} line {n}: no file in {self.a.audio_field!r}")
-                    continue
-                rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else \
-                    Path(audio).stem + (f"@{obj[self.a.start_field]}" if obj.get(self.a.start_field) is not None else "")
-                text = obj.get(self.text_field)
-                meta = {k: obj[k] for k in self.metadata_fields if k in obj}
-                meta.update({"file": audio, "recording": str(obj.get(self.a.recording_field) or rid),
-                             "order": int(obj.get(self.a.order_field) or 0),
-                             "start": obj.get(self.a.start_field), "end": obj.get(self.a.end_field),
-                             "speaker": obj.get(self.a.speaker_field), "language": obj.get(self.a.language_field)})
-                yield Record(id=rid, source=self.source, text=text if isinstance(text, str) else "", meta=meta)
+                got = self._clip(obj)
+                if isinstance(got, tuple):
+                    yield Reject(loc, got[0], f"{self.path} line {n}: {got[1]}", preview)
+                else:
+                    yield got
+
+    def _clip(self, obj: dict) -> Record | tuple[str, str]:
+        """The record of one manifest object, or (reason, detail) when a field cannot be taken."""
+        a = self.a
+        audio = obj.get(a.audio_field)
+        if not isinstance(audio, str) or not audio or "\x00" in audio:
+            return "no_audio", f"no file name in {a.audio_field!r}"
+        text = obj.get(self.text_field)
+        if text is not None and not isinstance(text, str):
+            return "bad_transcript", f"{self.text_field!r} is a {type(text).__name__}, not text"
+        if text is not None and _unencodable(text) is not None:
+            return "bad_transcript_encoding", f"{self.text_field!r} is not UTF-8 text: {text[:80]!r}"
+        translation = obj.get(a.translation_field) if a.translation_field else None
+        if translation is not None and (not isinstance(translation, str) or _unencodable(translation) is not None):
+            return "bad_translation", f"{a.translation_field!r} holds {translation!r:.80}, not UTF-8 text"
+        target = obj.get(a.translation_language_field) if translation else None
+        if target is not None and str(target) != a.translation_language:
+            return ("translation_language_mismatch", f"a translation into {target!r}; this source's "
+                    f"translation_language is {a.translation_language!r} (one target language per source: "
+                    f"translation pairs do not name it)")
+        scalars = [f for f in (self.id_field, a.recording_field, a.speaker_field, a.language_field) if f]
+        for field in scalars:
+            v = obj.get(field)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int))):
+                return "bad_field", f"{field!r} is {v!r}; give a string or an integer"
+        kept = [a.audio_field, *scalars, *self.metadata_fields]
+        if (bad := next((k for k in kept if _unencodable(obj.get(k)) is not None), None)) is not None:
+            return "bad_json", f"{bad!r} holds text that is not UTF-8 ({_unencodable(obj[bad])[:80]!r})"
+        order = obj.get(a.order_field)
+        if order is None:
+            order = 0
+        elif _is_number(order) and float(order).is_integer():
+            order = int(order)
+        else:
+            return "bad_order", f"{a.order_field!r} is {order!r}; give the clip's position as an integer"
+        start, end = obj.get(a.start_field), obj.get(a.end_field)
+        for field, v in ((a.start_field, start), (a.end_field, end)):
+            if v is not None and (not _is_number(v) or v < 0):
+                return "bad_segment", f"{field!r} is {v!r}; give seconds as a number >= 0"
+        if end is not None and end <= (start or 0):
+            return "bad_segment", f"segment ends at {end} s, not after its start {start or 0} s"
+        rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else \
+            Path(audio).stem + (f"@{start}" if start is not None else "")
+        meta = {k: obj[k] for k in self.metadata_fields if k in obj}
+        meta.update({"file": audio, "recording": str(obj.get(a.recording_field) or rid), "order": order,
+                     "start": start, "end": end, "speaker": obj.get(a.speaker_field),
+                     "language": obj.get(a.language_field)})
+        if translation and translation.strip():   # only then: other sources' metadata stays as it was
+            meta.update({"translation": translation, "translation_language": a.translation_language})
+        return Record(id=rid, source=self.source, text=text or "", meta=meta)
 
 
 class AudioCheck(Step):
-    """Decode, resample and check one clip; keeps the 24 kHz PCM in `record.audio`."""
+    """Open (inside the input tree only), decode, resample and check one clip; keeps the 24 kHz PCM in
+    `record.audio`. `base` is the manifest's folder, `allow_roots` the recipe's `input.allow_roots`."""
     name = "audio_check"
 
-    def __init__(self, *, settings, base: Path, **kw):
+    def __init__(self, *, settings, base: Path, allow_roots: list[Path] = (), **kw):
         super().__init__(**kw)
         self.a, self.base = settings, base
+        self.tree = InputTree(base, allow_roots)
 
     def process(self, record: Record) -> Record:
         m = record.meta
-        path = (self.base / m["file"]).resolve()
-        if not path.is_file():
-            raise RecordError("undecodable_audio", f"{m['file']}: no such file next to the manifest")
-        wave = load_clip(path, m.get("start"), m.get("end"))
+        try:
+            clip = self.tree.open_name(m["file"], self.base)
+        except (FileNotFoundError, NotADirectoryError):
+            raise RecordError("undecodable_audio", f"{m['file']}: no such file next to the manifest") from None
+        if isinstance(clip, Refusal):
+            raise RecordError(clip.reason, clip.detail)
+        with clip:
+            wave = load_clip(clip, m.get("start"), m.get("end"), name=m["file"])
         seconds = wave.size / SAMPLE_RATE
         if wave.size == 0:
             raise RecordError("empty_audio", f"{m['file']}: no samples")
@@ -119,6 +225,12 @@ class AudioCheck(Step):
             if not lo <= rate <= hi:
                 raise RecordError("transcript_mismatch", f"{m['file']}: {len(record.text)} characters for "
                                   f"{seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
+        if m.get("translation"):
+            rate = len(m["translation"]) / seconds
+            lo, hi = self.a.chars_per_second
+            if not lo <= rate <= hi:
+                raise RecordError("translation_mismatch", f"{m['file']}: {len(m['translation'])} characters of "
+                                  f"translation for {seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
         m.update({"seconds": round(seconds, 4), "samples": int(wave.size)})
         record.audio = wave
         return record

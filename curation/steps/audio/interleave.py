@@ -1,6 +1,8 @@
-"""Interleaved speech-text sequences from the transcribed clips of a recording (Apertus 1.5, 2.2.4).
+"""Paired speech-text sequences (Apertus 1.5, 2.2.4): interleaved sequences from the transcribed
+clips of a recording, transcription pairs and translation pairs.
 
-Pure and deterministic: clips (codec codes + transcript token ids) in, token sequences out.
+Pure and deterministic: clips (codec codes + transcript and translation token ids) in, token
+sequences out.
 
 Token layout
 ------------
@@ -62,11 +64,24 @@ with audio, in which each audio is followed by the next clip's text, i.e. a bije
 audio(i) -> text(i or i+1), and the only such bijection is the identity: transcription pairs
 only, no interleaving. One surplus transcript per run is the least this layout can cost.
 
+Translation pairs (`translation`)
+---------------------------------
+A clip whose manifest line carries a translation of its speech (audio in one language, text in
+another) also becomes ``a(K) X x(K) eod``, where X is the ``speech_translate`` task-control marker
+and xK the translation's text ids: the layout of swiss-ai's direct audio-text sequences, whose
+task token (``stt_translate``) takes the place that ``speech_to_text`` has in a transcription pair.
+The target language is not spelled in the sequence (neither does that layout), so a source has
+one target language (`audio.translation_language`), as swiss-ai's translate sets do (X→English).
+Translation pairs stand beside the clip's transcription or interleaved sequences (the same audio
+then occurs in both, as when the two corpora are tokenized separately); they take no part in runs.
+One speech in several target languages cannot be expressed: the same audio in a second source is an
+audio duplicate (dedup across sources keeps the first copy).
+
 Pools and targets
 -----------------
 ``pool`` is "stage2" when ``len(tokens)`` (eod included) is at most ``max_len`` (8,192) and
 "long_context" otherwise. ``control_positions`` are the indices of the speech_to_text /
-text_to_speech markers in ``tokens``: they condition the model but are never prediction targets
+text_to_speech / speech_translate markers in ``tokens``: they condition the model but are never prediction targets
 (Apertus 1.5, 3.2), so a trainer drops those positions from the loss (``control_mask``).
 """
 from __future__ import annotations
@@ -80,9 +95,10 @@ from curation.core.vocab import Vocabulary
 
 MAX_LEN = 8192
 STAGE2, LONG_CONTEXT = "stage2", "long_context"
-INTERLEAVED, TRANSCRIPTION = "interleaved", "transcription"
+INTERLEAVED, TRANSCRIPTION, TRANSLATION = "interleaved", "transcription", "translation"
 AUDIO, TEXT = "audio", "text"
-CONTROL_MARKERS = ("speech_to_text", "text_to_speech")
+# the task-control markers of paired speech: conditions, never prediction targets (curation.train.targets)
+CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +110,7 @@ class Clip:
     duration: float     # seconds
     codes: np.ndarray   # codec codes, 0..audio block size - 1
     text: np.ndarray    # transcript as text token ids
+    translation: np.ndarray | None = None   # the speech translated into another language, as text ids
 
     @property
     def end(self) -> float:
@@ -107,10 +124,10 @@ class Clip:
 @dataclass(eq=False)
 class Sequence:
     tokens: np.ndarray                       # int32, last token is vocab.eod_id
-    kind: str                                # "interleaved" | "transcription"
+    kind: str                                # "interleaved" | "transcription" | "translation"
     clip_ids: tuple[str, ...]                # clips in order of first appearance
-    layout: tuple[tuple[str, str], ...]      # (clip id, "audio" | "text") per segment, in order
-    control_positions: np.ndarray            # int64 indices of speech_to_text / text_to_speech
+    layout: tuple[tuple[str, str], ...]      # (clip id, "audio" | "text" | "translation") per segment
+    control_positions: np.ndarray            # int64 indices of the task-control markers
     pool: str                                # "stage2" | "long_context"
 
     def __len__(self) -> int:
@@ -173,15 +190,15 @@ def runs(clips: Iterable[Clip], max_gap: float | None = None) -> list[list[Clip]
     return out
 
 
-def _text_tokens(clip: Clip, vocab: Vocabulary) -> np.ndarray:
-    text = np.asarray(clip.text)
+def _text_tokens(clip: Clip, vocab: Vocabulary, what: str = "transcript") -> np.ndarray:
+    text = np.asarray(clip.text if what == "transcript" else clip.translation)
     if text.ndim != 1 or not text.size or not np.issubdtype(text.dtype, np.integer):
-        raise ValueError(f"clip {clip.id!r}: transcript must be a non-empty 1-D array of text ids")
+        raise ValueError(f"clip {clip.id!r}: {what} must be a non-empty 1-D array of text ids")
     size = vocab.block(TEXT).size
     if text.min() < 0 or text.max() >= size:
-        raise ValueError(f"clip {clip.id!r}: transcript ids must lie in the text block 0..{size - 1}")
+        raise ValueError(f"clip {clip.id!r}: {what} ids must lie in the text block 0..{size - 1}")
     if (text == vocab.eod_id).any():
-        raise ValueError(f"clip {clip.id!r}: transcript contains the end-of-document token")
+        raise ValueError(f"clip {clip.id!r}: {what} contains the end-of-document token")
     return text.astype(np.int32)
 
 
@@ -212,6 +229,21 @@ def _assemble(segments: list[tuple[Clip, str]], kind: str, vocab: Vocabulary, ma
 def transcription(clip: Clip, vocab: Vocabulary, max_len: int = MAX_LEN) -> Sequence:
     """``audio(clip) speech_to_text transcript(clip) eod``."""
     return _assemble([(clip, AUDIO), (clip, TEXT)], TRANSCRIPTION, vocab, max_len)
+
+
+def translation(clip: Clip, vocab: Vocabulary, max_len: int = MAX_LEN) -> Sequence:
+    """``audio(clip) speech_translate translation(clip) eod``; see the module docstring."""
+    if clip.translation is None:
+        raise ValueError(f"clip {clip.id!r} has no translation")
+    if not len(np.asarray(clip.codes)):
+        raise ValueError(f"clip {clip.id!r} has no audio codes")
+    audio = audio_tokens(clip.codes, vocab)
+    tokens = np.concatenate([audio, np.array([vocab.marker("speech_translate")], dtype=np.int32),
+                             _text_tokens(clip, vocab, "translation"), np.array([vocab.eod_id], dtype=np.int32)])
+    return Sequence(tokens=tokens, kind=TRANSLATION, clip_ids=(clip.id,),
+                    layout=((clip.id, AUDIO), (clip.id, TRANSLATION)),
+                    control_positions=np.array([len(audio)], dtype=np.int64),
+                    pool=STAGE2 if len(tokens) <= max_len else LONG_CONTEXT)
 
 
 def interleave(run: list[Clip], vocab: Vocabulary, max_len: int = MAX_LEN) -> list[Sequence]:

@@ -10,8 +10,9 @@ The codes of every batch are checkpointed (`curation.steps.encode.BatchCodes`): 
 re-encodes only batches it had not saved.
 
 Then the sequences are built in (recording, order) order: consecutive transcribed clips become
-interleaved speech-text sequences and transcription pairs (`curation.steps.audio.interleave`), clips
-without a transcript become audio-only sequences (audio start, codes, audio end, end-of-document).
+interleaved speech-text sequences and transcription pairs (`curation.steps.audio.interleave`), then
+every clip with a translation (metadata `translation`) a translation pair, and clips in neither
+become audio-only sequences (audio start, codes, audio end, end-of-document).
 Sequences of up to 8,192 tokens form the stage-2 pool (the source's shards); longer ones the
 long-context pool (the source's `.long_context` shards). Each sequence is written with the first
 clip it holds (a clip record may carry several sequences, or none), so the shards hold the sequences
@@ -32,7 +33,7 @@ from curation.core.record import Record
 from curation.core.vocab import Vocabulary
 from curation.steps.audio.codec import WavTokenizerEncoder
 from curation.steps.audio.ingest import peak_normalise
-from curation.steps.audio.interleave import MAX_LEN, Clip, audio_tokens, build
+from curation.steps.audio.interleave import MAX_LEN, Clip, audio_tokens, build, translation
 from curation.steps.base import ShardStep
 from curation.steps.encode import BatchCodes, prefetch
 
@@ -116,24 +117,40 @@ class AudioTokenizer(ShardStep):
             codes.update({c.id: v for c, v in zip(batch, out)})
         return codes
 
+    def _text_ids(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
+        """Text token ids (int32) per clip id, tokenized in one batch."""
+        encoded = self.vocab.tokenizer.encode_batch(list(texts.values()), add_special_tokens=False) if texts else []
+        return {cid: np.asarray(e.ids, dtype=np.int32) for cid, e in zip(texts, encoded)}
+
     def encode(self, records: list[Record]) -> Iterator[Record]:
         from lhotse import CutSet
         wall = time.perf_counter()
         notes = self.stats.notes
         notes.update(batches=0, padded_seconds=0.0)
+        if not records:   # every clip of the shard was quarantined or removed: its Shar shard holds no cuts file
+            return
         by_id = {r.id: r for r in records}
         cuts = CutSet.from_shar(in_dir=str(self.shar_dir)).filter(lambda c: c.id in by_id)  # lazy
         codes = self.encode_all(cuts, len(by_id))
-        texts = dict(zip(by_id, (e.ids for e in self.vocab.tokenizer.encode_batch(
-            [r.text for r in records], add_special_tokens=False))))
-        clips, unpaired, seconds = [], [], 0.0
+        texts = self._text_ids({r.id: r.text for r in records})
+        translations = self._text_ids({r.id: r.meta["translation"] for r in records if r.meta.get("translation")})
+        clips, translated, unpaired, seconds = [], [], [], 0.0
         meta = sorted((str(c.custom["recording"]), int(c.custom["order"]), c.id, c.duration) for c in cuts)
         for recording, order, cid, duration in meta:
-            clip = Clip(cid, recording, order, 0.0, duration, codes[cid].astype(np.int64),
-                        np.asarray(texts[cid], dtype=np.int32))
+            clip = Clip(cid, recording, order, 0.0, duration, codes[cid].astype(np.int64), texts[cid],
+                        translations.get(cid))
             seconds += duration
-            (clips if clip.transcribed and self.interleave else unpaired).append(clip)
-        sequences = [(s.tokens, s.kind, s.pool, s.clip_ids[0]) for s in build(clips, self.vocab, max_len=self.max_len)]
+            paired = clip.transcribed and self.interleave
+            if paired:
+                clips.append(clip)
+            if clip.translation is not None:
+                translated.append(clip)
+                notes["translation_text_tokens"] += clip.translation.size
+            elif not paired:
+                unpaired.append(clip)
+        built = build(clips, self.vocab, max_len=self.max_len) + [translation(c, self.vocab, self.max_len)
+                                                                  for c in translated]
+        sequences = [(s.tokens, s.kind, s.pool, s.clip_ids[0]) for s in built]
         eod = np.asarray([self.vocab.eod_id], dtype=np.int32)
         for clip in unpaired:
             tokens = np.concatenate([audio_tokens(clip.codes, self.vocab), eod])

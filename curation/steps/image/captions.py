@@ -23,23 +23,37 @@ _PROMPT = re.compile(
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 
 
-def caption_problem(text: str | None) -> str | None:
+# every reason a caption check can give (`curation.steps.image.worklist` exports the samples it flags)
+CAPTION_REASONS = ("empty_caption", "token_loop", "repeated_ending", "repetitive_caption", "runaway_numbers",
+                   "prompt_fragment")
+
+
+def caption_problems(text: str | None) -> list[str]:
+    """Every problem of the caption, in the order above (a reviewer or a recaptioning prompt sees all)."""
     words = _WORD.findall((text or "").lower())
     if not words:
-        return "empty_caption"
+        return ["empty_caption"]
+    found = []
     run = 1
     for a, b in zip(words, words[1:]):
         run = run + 1 if a == b else 1
         if run >= 6:
-            return "token_loop"
+            found.append("token_loop")
+            break
     sentences = [s.strip().lower() for s in _SENTENCE.findall(text) if s.strip()]
     if len(sentences) >= 3 and sentences[-1] == sentences[-2] == sentences[-3]:
-        return "repeated_ending"
+        found.append("repeated_ending")
     grams = list(zip(words, words[1:], words[2:]))
     if len(grams) >= 8 and len(set(grams)) * 2 <= len(grams):
-        return "repetitive_caption"
+        found.append("repetitive_caption")
     if _NUMBER_RUN.search(text):
-        return "runaway_numbers"
+        found.append("runaway_numbers")
     if _PROMPT.search(text):
-        return "prompt_fragment"
-    return None
+        found.append("prompt_fragment")
+    return found
+
+
+def caption_problem(text: str | None) -> str | None:
+    """The first problem of the caption (its quarantine reason), or None."""
+    found = caption_problems(text)
+    return found[0] if found else None

@@ -1,5 +1,6 @@
 """The image modality: WebDataset tars or Parquet rows of images with optional captions, validated,
-pHashed and encoded with the IBQ codec (`curation.steps.image.tokenize`)."""
+pHashed and encoded with the IBQ codec (`curation.steps.image.tokenize`). Flagged captions go to a work
+list and regenerated ones come back through `images.recaptions` (`curation.steps.image.recaption`)."""
 from __future__ import annotations
 
 from functools import partial
@@ -12,6 +13,7 @@ from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec
 from curation.steps.encode import one_thread
 from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
+from curation.steps.image.recaption import check_file
 from curation.steps.modality import LedgerTable, Modality
 
 
@@ -31,7 +33,13 @@ def _reader_settings(src) -> dict:
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
     im = src.image_settings()
     settings = {"min_side": im.min_side, "domain": im.domain, "phash_reduce": im.phash_reduce}
-    return [StepSpec("image_check", settings, partial(ImageCheck, **settings))]
+    if im.recaptions is None:
+        return [StepSpec("image_check", settings, partial(ImageCheck, **settings))]
+    # the file's content, not its path, is what the step reads: a new file re-runs the check, a moved one does not
+    recaptions = Path(im.recaptions) if Path(im.recaptions).is_absolute() else (base_dir / im.recaptions).resolve()
+    digest = check_file(recaptions, src.name)
+    return [StepSpec("image_check", {**settings, "recaptions_sha256": digest},
+                     partial(ImageCheck, **settings, recaptions=str(recaptions), recaptions_sha256=digest))]
 
 
 def _encoder(src, run: dict) -> StepSpec:

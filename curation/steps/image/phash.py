@@ -24,7 +24,7 @@ DOMAIN_REDUCE = {"satellite": 16}     # domains whose pHash input differs from t
 def phash64(img: Image.Image, reduce: int = DEFAULT_REDUCE) -> int:
     if reduce % 8 or reduce < 8:
         raise ValueError("reduce must be a multiple of 8, at least 8")
-    import imagehash   # the [images] extra: loaded when an image is hashed, so text-only runs never need it
+    import imagehash  # the [images] extra: loaded when an image is hashed, so text-only runs never need it
     bits = imagehash.phash(img, hash_size=8, highfreq_factor=reduce // 8).hash.flatten()
     return int(np.packbits(bits).view(">u8")[0])
 

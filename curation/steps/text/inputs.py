@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from curation.core.io import open_input
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PREVIEW_BYTES = 200       # how much of an oversized record its quarantine entry shows
@@ -187,7 +189,7 @@ def open_bounded(path: Path, limits: Limits, codec: str | None = None) -> Binary
     Raises `InputDamage` (`not_gzip`/`not_zstd`) at once when the bytes do not start as the name says;
     later reads raise it for truncation, corruption or a bomb."""
     codec = codec if codec is not None else codec_for(path)
-    raw = open(path, "rb")
+    raw = open_input(path)
     if codec is None:
         return raw
     try:

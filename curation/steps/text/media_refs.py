@@ -6,10 +6,17 @@ Content parts (`part_media`): `{"type": "image_url", "image_url": {"url"} | str}
 "input_audio": {"data", "format"}}`, `{"type": "audio", "audio" | "url" | "path": ...}`. A part without a
 reference (Hugging Face processor style, `{"type": "image"}`) is a bare placeholder: its media comes from
 the row's media field, in order. Row fields (`media_list`): a string, a list of strings, or of structs.
+
+`load_reference(ref, root)` gets the bytes a reference names: a `data:` URL's payload, or a file under
+`root` (a relative path, or an absolute one inside `root`; nothing outside it is read). A URL of any other
+scheme is refused: nothing is downloaded at run time (acquire the media first and reference the files).
 """
 from __future__ import annotations
 
 import base64
+import binascii
+import re
+from pathlib import Path
 
 from curation.errors import RecordError
 
@@ -67,3 +74,37 @@ def media_list(value, kind: str) -> list[str]:
     if any(r is None for r in refs):
         raise RecordError("bad_media", f"a null entry in the row's {kind} list")
     return refs
+
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_url(ref: str) -> bool:
+    return bool(_SCHEME.match(ref))
+
+
+def load_reference(ref: str, root: Path, *, missing: str = "missing_media") -> bytes:
+    """The bytes `ref` names (see the module docstring); RecordError `missing` (not there, a URL),
+    `path_outside_input` / `link_outside_input` / `not_a_file` (a name or link leaving `root`, judged by
+    `curation.core.contain`) or `bad_media` (a `data:` URL that does not decode)."""
+    if ref.startswith("data:"):
+        head, sep, payload = ref.partition(",")
+        if not sep or not head.endswith(";base64"):
+            raise RecordError("bad_media", f"{ref[:60]!r}: only base64 data: URLs are read")
+        try:
+            return base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise RecordError("bad_media", f"{ref[:60]!r}: {e}") from None
+    if is_url(ref):
+        raise RecordError(missing, f"{ref[:200]}: a URL; curate never downloads media at run time: fetch the file "
+                          f"into the media folder and reference it by path")
+    from curation.core.contain import InputTree, Refusal
+    tree = InputTree(Path(root))
+    try:
+        got = tree.open_name(ref)
+    except (OSError, ValueError):
+        raise RecordError(missing, f"{ref[:200]}: no such file under {tree.root}") from None
+    if isinstance(got, Refusal):   # a name or link out of the media folder, a hard link from outside, a fifo
+        raise RecordError(got.reason, f"{ref[:200]}: {got.detail}")
+    with got:
+        return got.read()

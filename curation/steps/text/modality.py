@@ -1,15 +1,21 @@
-"""The text modality: JSON lines or Parquet documents, normalised and filtered, tokenized as text."""
+"""The text modality: JSON lines or Parquet documents, normalised and filtered, tokenized as text; conversations
+in the chat template, their media placeholders expanded by the codecs when the source asks for it."""
 from __future__ import annotations
 
+import hashlib
 from functools import partial
 from pathlib import Path
 
-from curation.core.hashing import content_hash, sha256_file
+import pyarrow as pa
+
+from curation.core.contain import name_digests
+from curation.core.hashing import content_hash, fingerprint, sha256_file
 from curation.core.layout import NO_REASONING
 from curation.core.vocab import Vocabulary
 from curation.recipe import schema
 from curation.recipe.filters import QualityScore, Toxicity
 from curation.steps.base import StepSpec, settings_of
+from curation.steps.encode import one_thread
 from curation.steps.modality import Modality
 from curation.steps.text.filters import (
     DatatroveFilter,
@@ -18,6 +24,8 @@ from curation.steps.text.filters import (
     bundled_lid_model,
 )
 from curation.steps.text.inputs import limits_for
+from curation.steps.text.media import ConversationMedia
+from curation.steps.text.media_refs import is_url
 from curation.steps.text.normalize import Normalize
 from curation.steps.text.quality import QualityStep, ToxicityStep
 from curation.steps.text.read import JsonlReader, TableReader
@@ -89,32 +97,92 @@ def _sha(path: Path) -> str | None:
     return sha256_file(path) if path.is_file() else None   # missing: the step names the file when it is built
 
 
+def _expands(src) -> list[str]:
+    """The media kinds whose placeholders the source's tokenize step expands (`conversations.expand_media`)."""
+    form = src.input.conversation_form()
+    return list(form.expand_media) if form is not None else []
+
+
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
     n = src.normalize
-    return [StepSpec("normalize", settings_of(n), partial(Normalize, nfc=n.nfc, ftfy=n.ftfy)),
-            *[filter_spec(f, base_dir) for f in src.filters]]
+    specs = [StepSpec("normalize", settings_of(n), partial(Normalize, nfc=n.nfc, ftfy=n.ftfy)),
+             *[filter_spec(f, base_dir) for f in src.filters]]
+    if kinds := _expands(src):   # the media are read and checked with the record, before any corpus phase
+        media = {"kinds": kinds, "root": src.input.conversations.media_root,
+                 "min_side": src.image_settings().min_side, "max_seconds": src.audio_settings().max_seconds}
+        root = Path(path).parent / media["root"]
+        specs.append(StepSpec("conversation_media", media, partial(ConversationMedia, **media | {"root": root})))
+    return specs
 
 
 def _encoder(src, run: dict) -> StepSpec:
     reasoning = src.reasoning.model_dump() if src.reasoning else None
+    kinds = _expands(src)
+    im = src.image_settings()
+    media = {"expand_media": kinds, **({"area": im.area, "batch_tokens": im.batch_tokens} if "image" in kinds else {}),
+             **{f"{k}_codec": run[f"{k}_codec_sha256"] for k in kinds}}
 
     def build(**kw):
-        return TextTokenizer(Vocabulary.cached(run["vocab"]), batch_size=run["batch_size"], reasoning=reasoning,
+        text = TextTokenizer(Vocabulary.cached(run["vocab"]), batch_size=run["batch_size"], reasoning=reasoning,
                              source=kw["source"], sink=kw["sink"])
+        if not kinds:
+            return text
+        # torch: only sources that expand media need it
+        from curation.steps.audio.codec import WavTokenizerEncoder
+        from curation.steps.codecs import load_codec
+        from curation.steps.image.codec import IBQEncoder
+        from curation.steps.text.media_tokenize import ConversationMediaTokenizer
+        one_thread()
+        codecs = {f"{k}_codec": load_codec(run[f"{k}_codec"], {"image": IBQEncoder, "audio": WavTokenizerEncoder}[k])
+                  for k in kinds}
+        return ConversationMediaTokenizer(text, **codecs, area=im.area, batch_tokens=im.batch_tokens,
+                                          checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "reasoning": reasoning}, build)
+                                 "reasoning": reasoning, **({"media": media} if kinds else {})}, build)
+
+
+def media_files(src, path: Path, base_dir: Path | None = None) -> str | None:
+    """Content hash of the media files the conversations of an input shard refer to by path (for the process
+    node's fingerprint; none outside the media root and `input.allow_roots` is read), when the source
+    expands media; inline media are part of the input already."""
+    kinds = _expands(src)
+    if not kinds:
+        return None
+    from curation.core.record import QuarantineSink
+    root = Path(path).parent / src.input.conversations.media_root
+    refs = set()
+    for item in _reader(src, path, shard_label="plan", source=src.name, sink=QuarantineSink()).parse():
+        for m in getattr(item, "meta", {}).get("media", []):
+            ref = m.get("ref")
+            if isinstance(ref, str) and not ref.startswith("data:") and not is_url(ref):
+                refs.add(ref)
+    return fingerprint(name_digests(refs, root, src.input.allowed_roots(base_dir) if base_dir else ()))
+
+
+def _content_hash(r) -> bytes:
+    """What exact dedup compares: the text, and a conversation's media bytes when it carries them."""
+    if not r.media:
+        return content_hash(r.text)
+    h = hashlib.blake2b(r.text.encode("utf-8"), digest_size=16)
+    for m in r.media:
+        h.update(content_hash(m))
+    return h.digest()
 
 
 TEXT = Modality(
     name="text",
-    extra_columns=[],
-    content_hash=lambda r: content_hash(r.text),
-    extra_row=lambda r: {},
+    # the checked media of conversations that expand them (`curation.steps.text.media`); null for the rest
+    extra_columns=[("media", pa.list_(pa.binary()))],
+    content_hash=_content_hash,
+    extra_row=lambda r: {"media": r.media},
     reader=_reader,
     reader_settings=_reader_settings,
     checks=_checks,
     encoder=_encoder,
     outputs=lambda src: ("",) + ((NO_REASONING,) if src.reasoning else ()),
+    record_columns=("media",),
+    codecs_of=lambda src: {k: f"{k}_tokenizer" for k in _expands(src)},
+    input_files=media_files,
 )
 
 

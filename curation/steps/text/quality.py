@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+
 from curation.core.hashing import sha256_file
 from curation.core.record import Record
 from curation.errors import RecipeError
@@ -201,6 +203,19 @@ class ToxicityStep(_ClassifierStep):
     def threshold(self, language: str) -> float:
         t = self._thresholds
         return t.get(language, t.get(language.split("_")[0], t["default"]))
+
+    # the ledger table this step contributes: documents scored and dropped per source and language
+    ledger_tables = {"toxicity": pa.schema([("run", pa.string()), ("source", pa.string()), ("language", pa.string()),
+                                            ("scored", pa.int64()), ("toxic", pa.int64()),
+                                            ("toxic_share", pa.float64())])}
+
+    @staticmethod
+    def ledger_rows(run: str, source: str, stats) -> dict[str, list[dict]]:
+        scored = {k.removeprefix("scored:"): n for k, n in stats.notes.items() if k.startswith("scored:")}
+        toxic = {k.removeprefix("toxic:"): n for k, n in stats.notes.items() if k.startswith("toxic:")}
+        return {"toxicity": [{"run": run, "source": source, "language": lang, "scored": n,
+                              "toxic": toxic.get(lang, 0), "toxic_share": round(toxic.get(lang, 0) / n, 6)}
+                             for lang, n in sorted(scored.items())]}
 
     def _decide(self, record: Record, score: float) -> bool:
         lang = record.meta["language"]

@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from curation.core.io import is_url, open_input
 from curation.core.record import Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject
@@ -146,6 +147,14 @@ class TableReader(_TextReader):
     def _batches(self):
         import pyarrow as pa
         import pyarrow.parquet as pq
+        if is_url(self.path):   # read in place through fsspec (Parquet or Arrow IPC by name)
+            with open_input(self.path) as f:
+                if str(self.path).endswith(".arrow"):
+                    reader = pa.ipc.open_file(f)
+                    yield from (reader.get_batch(i) for i in range(reader.num_record_batches))
+                else:
+                    yield from pq.ParquetFile(f).iter_batches(batch_size=1024)
+            return
         if self.path.suffix == ".arrow":
             with pa.memory_map(str(self.path)) as source:
                 try:

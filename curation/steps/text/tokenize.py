@@ -14,7 +14,7 @@ from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
 from curation.steps.base import BatchStep
-from curation.steps.text.chat import ChatMarkers, render
+from curation.steps.text.chat import ChatMarkers, Rendered, render
 from curation.steps.text.reasoning import ReasoningStripper
 from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation
 
@@ -32,24 +32,34 @@ class TextTokenizer(BatchStep):
         self._chat_markers = None
         self.stripper = ReasoningStripper(self, **reasoning) if reasoning else None
 
-    def conversation_tokens(self, record: Record, *, thinking: bool = True) -> np.ndarray:
-        """A conversation (`meta["chat"]`, or `meta["roles"]` as earlier versions stored it) in the Apertus 1.5
-        chat template (`curation.steps.text.chat`); `thinking=False` leaves the thinking spans out. Its media
-        placeholders stay single tokens until the media are encoded (`chat.expand_placeholders`)."""
+    @property
+    def chat_markers(self) -> ChatMarkers:
         if self._chat_markers is None:
             self._chat_markers = ChatMarkers.from_vocab(self.vocab)
+        return self._chat_markers
+
+    def render_conversation(self, record: Record, *, thinking: bool = True) -> Rendered:
+        """A conversation (`meta["chat"]`, or `meta["roles"]` as earlier versions stored it) in the Apertus 1.5
+        chat template (`curation.steps.text.chat`), with its placeholders' positions; `thinking=False` leaves
+        the thinking spans out. `placeholder_mismatch` when the placeholders are not one per media item."""
         chat, text = record.meta.get("chat"), record.text
         if chat is None:
             parsed = from_roles(record.text, record.meta["roles"])
             chat, text = parsed.chat, parsed.text
-        rendered = render(chat, text.split(SEPARATOR), self._chat_markers,
+        rendered = render(chat, text.split(SEPARATOR), self.chat_markers,
                           lambda texts: [e.ids for e in self._encode(texts, add_special_tokens=False)],
                           self.eod, thinking=thinking, special=(self.eod, self.vocab.pad_id))
         media = record.meta.get("media", [])
-        if len(rendered.placeholders) != len(media):
-            raise RecordError("placeholder_mismatch", f"{len(rendered.placeholders)} placeholder(s), "
-                              f"{len(media)} media item(s) in the record")
-        return rendered.tokens
+        if [k for _, k in rendered.placeholders] != [m["kind"] for m in media]:
+            raise RecordError("placeholder_mismatch", f"{len(rendered.placeholders)} placeholder(s) "
+                              f"{[k for _, k in rendered.placeholders]}, {len(media)} media item(s) "
+                              f"{[m['kind'] for m in media]} in the record")
+        return rendered
+
+    def conversation_tokens(self, record: Record, *, thinking: bool = True) -> np.ndarray:
+        """The rendered conversation's tokens (`render_conversation`). Its media placeholders stay single tokens
+        unless the source expands them (`curation.steps.text.media_tokenize`)."""
+        return self.render_conversation(record, thinking=thinking).tokens
 
     def _one(self, record: Record, ids: list[int] | None) -> Record | Drop | Exception:
         if ids is None:  # a conversation

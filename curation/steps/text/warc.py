@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from curation.core.io import open_input
 from curation.steps.base import Reject
 from curation.steps.text.extract import charset_from_content_type, looks_like_html
 from curation.steps.text.gzip_members import Member, next_member
@@ -222,7 +223,7 @@ def iter_warc_records(path: Path, limits: Limits, label: str,
     """Every record of a WARC/WET file (plain, per-record or whole-file gzip, zstd) as an item or a
     rejection; see the module docstring for what each kind of record becomes."""
     walker = _Walker(path, label, limits, keep_headers)
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         head = fh.read(16)
         if not head:
             return

@@ -64,7 +64,7 @@ sources:
 """)
     res = run(tmp_path / "recipe.yaml", tmp_path / "out", progress=False)
     sources = {s["source"]: s for s in res.rows["sources"]}
-    assert sources["nc"]["license_class"] == "non-commercial"
+    assert sources["nc"]["licence_class"] == "non-commercial"
     assert sources["nc"]["licence_decision"] == "excluded (non-commercial)"
     drops = {(d["source"], d["step"], d["reason"]): d["records"] for d in res.rows["drops"]}
     assert drops[("nc", "licence", "licence_non-commercial")] == 3

@@ -86,6 +86,19 @@ def test_toxicity_drops_with_reason_toxic_and_counts_per_language():
     assert all(r.meta["toxicity_score"] < 0.5 for r in out)
 
 
+
+def test_toxicity_counts_per_language_become_ledger_rows():
+    from curation.ledger.schema import SCHEMAS
+    from curation.steps.registry import LEDGER_STEPS
+    texts = ["You are a pathetic idiot, so shut up.", "Thanks for the article: I learned something new today.",
+             "Du bist ein erbärmlicher Versager, also halt die Klappe."]
+    step = ToxicityStep(Toxicity(type="toxicity", model=str(TOXICITY)))
+    _run(step, _recs(texts))
+    assert ToxicityStep in LEDGER_STEPS and "toxicity" in SCHEMAS
+    assert ToxicityStep.ledger_rows("run", "src", step.stats) == {"toxicity": [
+        {"run": "run", "source": "src", "language": "de", "scored": 1, "toxic": 1, "toxic_share": 1.0},
+        {"run": "run", "source": "src", "language": "en", "scored": 2, "toxic": 1, "toxic_share": 0.5}]}
+
 def test_toxicity_thresholds_per_language():
     texts = ["You are a pathetic idiot, so shut up.", "Du bist ein erbärmlicher Versager, also halt die Klappe."]
     scores = FastTextScorer(TOXICITY, "toxic").score(texts)

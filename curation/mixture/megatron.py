@@ -1,0 +1,240 @@
+"""The Megatron-LM hand-off of a stage: data-args files and indexed datasets that hold exactly its plan.
+
+Weights over the source shards cannot say which documents a stage uses, how often, or how a
+long-context stage packs them; Megatron-LM would draw whole sources in its own epochs. So each stage
+gets `<out>/megatron/<stage>/` where the plan *is* the data, and one pass over it is the stage:
+
+- a source planned at exactly one epoch is its own shards (`tokenized/<source>/<source>`);
+- any other plan (fractional or repeated epochs, a capped or partial selection) gets a stage index
+  `<source>.idx` listing every planned occurrence of every document (a document planned 3 times is
+  listed 3 times; unplanned ones not at all). Its `.bin` is a link to the source's `.bin`: megatron-core
+  opens `PREFIX.idx` and `PREFIX.bin` only, so an index cannot name another prefix's data file, but a
+  link costs no data. Disk cost: 20 bytes per planned occurrence (int32 length, int64 pointer, int64
+  document boundary), no tokens copied;
+- a long-context stage gets `packed`: the best-fit-decreasing sequences of its plan
+  (`curation.mixture.longcontext`), each written as one sequence of exactly `seq_length` tokens, the
+  documents of a bin back to back, then padding. GPTDataset cuts samples of `seq_length` (+1 label)
+  from the stream of whole sequences, so every sample is one packed sequence, never a document split
+  across two. This copies the selected documents' tokens once (the only tokens the hand-off copies).
+
+The blend weights are the number of `seq_length` samples one pass over each prefix yields
+(`(tokens - 1) // seq_length`, megatron-core's own count: a sample takes one token more than it trains
+on), and `train_samples` is their sum, so a Megatron run of `train_samples` samples draws each prefix's
+first pass: every source's planned tokens within one sequence, only planned documents, no occurrence
+twice. The packed prefix carries no weight; one pass over its P sequences yields P - 1 samples, so
+the packed sequence Megatron's shuffle puts last is the one not drawn (never one drawn twice).
+
+Files, written again by every `curate run` (`cache/`, megatron-core's index cache, is left alone):
+`data_args.txt` (`--data-args-path`), `per_split_data_args.json` (`--per-split-data-args-path`), `args.txt`
+(the data and tokenizer arguments, one per line). They hold absolute paths, so they work from any
+working directory; the manifest records their digests with the output folder written as `{out}`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from curation.core.atomic import atomic_write_bytes
+from curation.core.hashing import sha256_file
+from curation.core.layout import megatron_dir
+from curation.mixture.sampling import read_plan
+from curation.shards.indexed import IndexedWriter, read_index, write_index
+
+SPLIT = "100,0,0"   # the whole hand-off trains; a validation set is a separate blend
+FILES = ("data_args.txt", "per_split_data_args.json", "args.txt")
+
+
+def tokenizer_settings(vocab: dict) -> dict:
+    """Megatron-LM's NullTokenizer over our ids. It has `vocab_size = --vocab-size + 1` and calls id
+    `--vocab-size` its eod. With `--vocab-size padded_size - 1` its embedding has exactly our padded rows
+    and its eod is the last padding row, an id no tokenizer emits: our documents end with `document_end`
+    (the text tokenizer's end-of-text, id 0), an ordinary token to Megatron, and packed long-context
+    sequences are padded with Megatron's eod, so `--eod-mask-loss` leaves padding out of the loss."""
+    size, padded = int(vocab["size"]), int(vocab["padded_size"])
+    vocab_arg = max(size, padded - 1)
+    divisible = next(d for d in (128, 64, 32, 16, 8, 4, 2, 1) if padded % d == 0)
+    return {"tokenizer_type": "NullTokenizer", "vocab_size": vocab_arg, "make_vocab_size_divisible_by": divisible,
+            "padded_vocab_size": -(-(vocab_arg + 1) // divisible) * divisible,   # at tensor parallel size 1
+            "eod": vocab_arg, "pad": vocab_arg, "document_end": int(vocab["eod"])}
+
+
+def _link(target: Path, link: Path) -> None:
+    """`link` -> `target` as a relative symlink (moves with the output folder), else a hard link."""
+    tmp = link.with_name(link.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.symlink(os.path.relpath(target, link.parent), tmp)
+    except OSError:
+        os.link(target, tmp)
+    os.replace(tmp, link)
+
+
+def occurrences(counts: np.ndarray) -> np.ndarray:
+    """Document index of every planned occurrence, in shard order (a document's repeats adjacent)."""
+    return np.repeat(np.arange(counts.size, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+
+
+def _file(path: Path, mdir: Path, sha: str | None = None) -> dict:
+    return {"path": os.path.relpath(path, mdir).replace(os.sep, "/"), "bytes": path.stat().st_size,
+            "sha256": sha or sha256_file(path)}
+
+
+def _source_prefix(hdir: Path, mdir: Path, s: dict, seq_length: int) -> dict:
+    src = mdir / s["prefix"]
+    dtype, lengths, pointers, _ = read_index(Path(f"{src}.idx"))
+    counts = read_plan(mdir / s["plan"]["path"])
+    tokens = int((counts.astype(np.int64) * lengths).sum())
+    entry = {"name": s["name"], "tokens": tokens, "documents": int(np.count_nonzero(counts)),
+             "occurrences": int(counts.sum()), "sequences": max(tokens - 1, 0) // seq_length}
+    if counts.size and (counts == 1).all():
+        return {**entry, "prefix": s["prefix"], "files": []}      # the plan is the source, once
+    prefix = hdir / s["name"]
+    occ = occurrences(counts)
+    write_index(Path(f"{prefix}.idx"), lengths[occ], dtype, pointers[occ])
+    _link(Path(f"{src}.bin"), Path(f"{prefix}.bin"))
+    bin_sha = next(f["sha256"] for f in s["files"] if f["path"].endswith(".bin"))
+    return {**entry, "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
+            "bin_of": f"{s['prefix']}.bin",
+            "files": [_file(Path(f"{prefix}.bin"), mdir, bin_sha), _file(Path(f"{prefix}.idx"), mdir)]}
+
+
+def packed_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int, pad: int):
+    """Yield each packed sequence of a long-context plan: its documents in packing order, then `pad`."""
+    shards = {}
+    for i in np.unique(packing[:, 0]) if packing.size else []:
+        prefix = mdir / sources[int(i)]["prefix"]
+        dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
+        shards[int(i)] = (np.memmap(f"{prefix}.bin", dtype=dtype, mode="r"), lengths,
+                          pointers // np.dtype(dtype).itemsize)
+    order = np.lexsort((np.arange(len(packing)), packing[:, 2])) if packing.size else []
+    rows = packing[order]
+    bounds = np.searchsorted(rows[:, 2], np.arange(int(rows[:, 2].max()) + 2)) if len(rows) else [0]
+    for b in range(len(bounds) - 1):
+        seq = np.full(seq_length, pad, dtype=np.int32)
+        at = 0
+        for src, doc, _ in rows[bounds[b]:bounds[b + 1]]:
+            tokens, lengths, starts = shards[int(src)]
+            n = int(lengths[doc])
+            if at + n > seq_length:
+                raise ValueError(f"packed sequence {b} overflows {seq_length} tokens: the packing does not "
+                                 f"match the shards of {sources[int(src)]['name']}; re-run `curate run`")
+            seq[at:at + n] = tokens[int(starts[doc]):int(starts[doc]) + n]
+            at += n
+        yield seq
+
+
+def _packed_prefix(hdir: Path, mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,
+                   pad: int) -> dict:
+    prefix = hdir / "packed"
+    writer = IndexedWriter(prefix, dtype=np.int32)
+    sequences = 0
+    for seq in packed_sequences(mdir, sources, packing, seq_length, pad):
+        writer.add(seq)
+        sequences += 1
+    writer.close()
+    used = 0
+    for i in np.unique(packing[:, 0]):
+        lengths = read_index(Path(f"{mdir / sources[int(i)]['prefix']}.idx"))[1]
+        used += int(lengths[packing[packing[:, 0] == i, 1]].astype(np.int64).sum())
+    return {"name": "packed", "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
+            "tokens": sequences * seq_length, "document_tokens": used, "pad_tokens": sequences * seq_length - used,
+            "documents": len(packing), "occurrences": len(packing), "packed_sequences": sequences,
+            "sequences": max(sequences * seq_length - 1, 0) // seq_length,
+            "files": [_file(Path(f"{prefix}.bin"), mdir), _file(Path(f"{prefix}.idx"), mdir)]}
+
+
+def blend_list(prefixes: list[dict], root: Path | str, mdir: Path) -> list[str]:
+    """`--data-path`-style list: `weight prefix ...`, or the packed prefix alone (no weight)."""
+    def where(p):
+        return f"{root}/{os.path.relpath(os.path.normpath(mdir / p['prefix']), mdir.parent)}".replace(os.sep, "/")
+    if len(prefixes) == 1 and prefixes[0]["name"] == "packed":
+        return [where(prefixes[0])]
+    return [x for p in prefixes for x in (str(p["sequences"]), where(p))]
+
+
+def file_texts(section: dict, root: Path | str, mdir: Path, seq_length: int) -> dict[str, str]:
+    """The contents of the hand-off's path-holding files, for the output folder at `root`."""
+    blend = blend_list(section["prefixes"], root, mdir)
+    tok = section["tokenizer"]
+    args = ["--tokenizer-type", tok["tokenizer_type"], "--vocab-size", str(tok["vocab_size"]),
+            "--make-vocab-size-divisible-by", str(tok["make_vocab_size_divisible_by"]),
+            "--seq-length", str(seq_length), "--data-args-path", f"{root}/{section['dir']}/data_args.txt",
+            "--split", SPLIT, "--train-samples", str(section["train_samples"]),
+            "--data-cache-path", f"{root}/{section['dir']}/cache"]
+    if section["packed"]:
+        args.append("--eod-mask-loss")   # no loss where the input is padding
+    return {"data_args.txt": " ".join(blend) + "\n",
+            "per_split_data_args.json": json.dumps({"train": blend, "valid": None, "test": None}, indent=1) + "\n",
+            "args.txt": "\n".join(args) + "\n"}
+
+
+def blend_of(megatron: dict) -> list:
+    """The hand-off's blend, Megatron-shaped and relative to the manifest's folder: `[weight, prefix, ...]`
+    (weight = samples per pass), or `[prefix]` for a packed stage."""
+    ps = megatron["prefixes"]
+    if megatron["packed"]:
+        return [p["prefix"] for p in ps]
+    return [x for p in ps for x in (p["sequences"], p["prefix"])]
+
+
+def text_digest(text: str, root: Path | str) -> str:
+    """sha256 of a hand-off file with the output folder written as `{out}` (the same wherever it lives)."""
+    import hashlib
+    return hashlib.sha256(text.replace(f"{root}/", "{out}/").encode()).hexdigest()
+
+
+def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: list[dict],
+                  packing: np.ndarray | None, vocab: dict) -> dict:
+    """Write a stage's hand-off; returns the manifest's `megatron` section (paths relative to `mdir`)."""
+    hdir = megatron_dir(out, stage)
+    hdir.mkdir(parents=True, exist_ok=True)
+    tok = tokenizer_settings(vocab)
+    planned = [s for s in sources if "plan" in s and s["effective_tokens"] > 0]
+    if packing is not None:
+        prefixes = [_packed_prefix(hdir, mdir, sources, packing, seq_length, tok["pad"])] if len(packing) else []
+    else:
+        prefixes = [_source_prefix(hdir, mdir, s, seq_length) for s in planned]
+    short = [{"name": p["name"], "tokens": p["tokens"],
+              "reason": f"fewer than {seq_length + 1} planned tokens: not one sample of seq_length + 1"}
+             for p in prefixes if p["sequences"] == 0]
+    prefixes = [p for p in prefixes if p["sequences"] > 0]
+    section = {"dir": os.path.relpath(hdir, out).replace(os.sep, "/"), "tokenizer": tok, "split": SPLIT,
+               "packed": packing is not None, "prefixes": prefixes, "not_drawable": short,
+               "train_samples": sum(p["sequences"] for p in prefixes)}
+    texts = file_texts(section, out, mdir, seq_length)
+    for name, text in texts.items():
+        atomic_write_bytes(hdir / name, text.encode())
+    section["files"] = {name: {"path": os.path.relpath(hdir / name, mdir).replace(os.sep, "/"),
+                               "sha256": text_digest(text, out)} for name, text in texts.items()}
+    keep = set(texts) | {n for p in prefixes for f in p["files"] for n in [Path(f["path"]).name]} | {"cache"}
+    for old in hdir.iterdir():        # prefixes of an earlier plan of this stage (folders: Megatron's caches)
+        if old.name not in keep and (old.is_symlink() or old.is_file()):
+            old.unlink()
+    return section
+
+
+def relocate_handoff(manifest_path: Path) -> list[Path]:
+    """Rewrite a stage's path-holding hand-off files (and the ledger's `decisions` view) for where its
+    output folder is now (after a copy or move). Refuses when the manifest's record of them does not
+    match what it would write."""
+    from curation.errors import VerifyError
+    from curation.ledger.store import relink_decisions
+    from curation.mixture.manifest_schema import load_manifest
+
+    m = load_manifest(manifest_path)
+    base = Path(manifest_path).resolve().parent
+    texts = file_texts(m["megatron"], base.parent, base, m["seq_length"])
+    paths = []
+    for name, text in texts.items():
+        entry = m["megatron"]["files"].get(name)
+        if entry is None or entry["sha256"] != text_digest(text, base.parent):
+            raise VerifyError(f"{manifest_path}: the manifest's record of {name} does not match its hand-off; "
+                              f"run `curate verify {manifest_path}`")
+        path = Path(os.path.normpath(base / entry["path"]))
+        atomic_write_bytes(path, text.encode())
+        paths.append(path)
+    relink_decisions(base.parent / "ledger")
+    return paths

@@ -1,0 +1,185 @@
+"""Verification of a stage's Megatron hand-off (`curation.mixture.megatron`), recomputed from the plan.
+
+Every prefix is rebuilt in memory from the stage's sampling plans (or packing) and the shards, and must
+be what is on disk: stage indices byte for byte, each `.bin` link the source's `.bin` (same file, or the
+same bytes where the link was copied), packed sequences token for token. The weights, sample counts
+and tokenizer settings must follow from the plan and the vocabulary, and `data_args.txt`,
+`per_split_data_args.json` and `args.txt` must be exactly the files for this output folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from curation.core.hashing import sha256_file
+from curation.mixture.megatron import (
+    FILES,
+    blend_of,
+    file_texts,
+    occurrences,
+    packed_sequences,
+    text_digest,
+    tokenizer_settings,
+)
+from curation.mixture.sampling import read_plan
+from curation.shards.indexed import index_parts, read_index
+
+
+def _expected_index(m: dict, base: Path, s: dict) -> tuple[dict, str | None]:
+    """(the prefix entry's numbers, sha256 of its stage index or None when it is the source itself)."""
+    dtype, lengths, pointers, _ = read_index(base / f"{s['prefix']}.idx")
+    counts = read_plan(base / s["plan"]["path"])
+    tokens = int((counts.astype(np.int64) * lengths).sum())
+    numbers = {"tokens": tokens, "documents": int(np.count_nonzero(counts)), "occurrences": int(counts.sum()),
+               "sequences": max(tokens - 1, 0) // m["seq_length"]}
+    if counts.size and (counts == 1).all():
+        return {**numbers, "prefix": s["prefix"]}, None
+    occ = occurrences(counts)
+    h = hashlib.sha256()
+    for part in index_parts(lengths[occ], dtype, pointers[occ]):
+        h.update(part)
+    prefix = os.path.relpath(base.parent / m["megatron"]["dir"] / s["name"], base).replace(os.sep, "/")
+    return {**numbers, "prefix": prefix}, h.hexdigest()
+
+
+def _check_files(name: str, p: dict, base: Path, problems: list[str]) -> dict[str, Path]:
+    found = {}
+    for f in p["files"]:
+        fp = Path(os.path.normpath(base / f["path"]))
+        if not fp.is_file():
+            problems.append(f"megatron prefix {name}: {fp} is missing; re-run `curate run` to write the hand-off")
+        elif fp.stat().st_size != f["bytes"]:
+            problems.append(f"megatron prefix {name}: {fp} has {fp.stat().st_size} bytes, manifest says {f['bytes']}")
+        else:
+            found[fp.suffix] = fp
+    return found
+
+
+def _check_stage_index(m: dict, base: Path, s: dict, p: dict, problems: list[str]) -> None:
+    name = s["name"]
+    try:
+        numbers, idx_sha = _expected_index(m, base, s)
+    except (OSError, ValueError) as e:
+        problems.append(f"megatron prefix {name}: cannot recompute it from the plan ({e})")
+        return
+    for k, v in numbers.items():
+        if p.get(k) != v:
+            problems.append(f"megatron prefix {name}: {k} = {p.get(k)!r}, the plan gives {v!r}")
+    found = _check_files(name, p, base, problems)
+    if idx_sha is None:
+        if p["files"]:
+            problems.append(f"megatron prefix {name}: the plan takes the source once, but the manifest lists files")
+        return
+    if ".idx" in found and sha256_file(found[".idx"]) != idx_sha:
+        problems.append(f"megatron prefix {name}: {found['.idx']} is not the index of the stage's plan")
+    if ".bin" in found:
+        src_bin = base / f"{s['prefix']}.bin"
+        same = src_bin.is_file() and os.path.samefile(found[".bin"], src_bin)
+        if not same and sha256_file(found[".bin"]) != next(f["sha256"] for f in s["files"] if f["path"].endswith(".bin")):
+            problems.append(f"megatron prefix {name}: {found['.bin']} is not {src_bin} (the index points into it)")
+
+
+def _check_packed(m: dict, base: Path, p: dict, problems: list[str]) -> None:
+    pack = m["long_context"]["packing"] if m.get("long_context") else None
+    if pack is None:
+        problems.append("megatron: a packed hand-off needs the manifest's long_context packing")
+        return
+    found = _check_files("packed", p, base, problems)
+    try:
+        packing = np.load(base / pack["path"], allow_pickle=False)
+        seqs = list(packed_sequences(base, m["sources"], packing, m["seq_length"], m["megatron"]["tokenizer"]["pad"]))
+    except (OSError, ValueError, IndexError) as e:
+        problems.append(f"megatron prefix packed: cannot rebuild the packed sequences ({e})")
+        return
+    tokens = len(seqs) * m["seq_length"]
+    if (p.get("packed_sequences"), p["tokens"], p["sequences"]) != (len(seqs), tokens, max(tokens - 1, 0) // m["seq_length"]):
+        problems.append(f"megatron prefix packed: {p.get('packed_sequences')} sequences / {p['tokens']} tokens / "
+                        f"{p['sequences']} samples in the manifest, the packing gives {len(seqs)} of {m['seq_length']}")
+    if ".bin" in found:
+        h = hashlib.sha256()
+        for seq in seqs:
+            h.update(seq.tobytes())
+        if sha256_file(found[".bin"]) != h.hexdigest():
+            problems.append(f"megatron prefix packed: {found['.bin']} does not hold the packed sequences of the plan")
+    if ".idx" in found:
+        h = hashlib.sha256()
+        for part in index_parts(np.full(len(seqs), m["seq_length"], np.int32), np.dtype(np.int32)):
+            h.update(part)
+        if sha256_file(found[".idx"]) != h.hexdigest():
+            problems.append(f"megatron prefix packed: {found['.idx']} is not the index of the packed sequences")
+
+
+def _check_texts(m: dict, base: Path, problems: list[str], check_location: bool) -> None:
+    mg, out = m["megatron"], base.parent
+    want = file_texts(mg, "{out}", base, m["seq_length"])
+    for name in FILES:
+        entry = mg["files"].get(name)
+        if entry is None:
+            problems.append(f"megatron: the manifest lists no {name}")
+            continue
+        if entry["sha256"] != text_digest(want[name], "{out}"):
+            problems.append(f"megatron: {name}'s digest in the manifest does not match the stage's blend")
+        fp = Path(os.path.normpath(base / entry["path"]))
+        try:
+            text = fp.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"megatron: {fp} cannot be read ({e}); re-run `curate run` to write the hand-off")
+            continue
+        if text.replace(f"{out}/", "{out}/") == want[name]:
+            continue
+        moved = _other_root(text, want[name])
+        if moved is None:
+            problems.append(f"megatron: {fp} differs from the stage's blend (edited after it was written)")
+        elif check_location:
+            problems.append(f"megatron: {fp} names the files of {moved}, not of this output folder {out} (moved or "
+                            f"copied): rewrite it with `curate verify --relocate MANIFEST` or re-run "
+                            f"`curate run` here (completed tasks are skipped)")
+
+
+def _other_root(text: str, template: str) -> str | None:
+    """The output folder `text` was written for, when it is `template` for another folder."""
+    head = template.split("{out}/", 1)[0]
+    if "{out}/" not in template or not text.startswith(head):
+        return None
+    rest = text[len(head):]
+    tail = template.split("{out}/", 1)[1].split("\n", 1)[0].split(" ", 1)[0].split('"', 1)[0]
+    at = rest.find("/" + tail)
+    root = rest[:at] if at > 0 else None
+    return root if root is not None and text == template.replace("{out}/", f"{root}/") else None
+
+
+def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]:
+    """Every problem of the stage's hand-off, as messages naming the prefix or file. `check_location`: the
+    path-holding files must name this output folder (a trainer that reads only the manifest passes False)."""
+    problems: list[str] = []
+    mg = m["megatron"]
+    if mg["tokenizer"] != tokenizer_settings(m["vocabulary"]):
+        problems.append("megatron.tokenizer does not follow from the manifest's vocabulary")
+    by_name = {p["name"]: p for p in mg["prefixes"]}
+    skipped = {d.get("name") for d in mg["not_drawable"] if isinstance(d, dict)}
+    if mg["packed"]:
+        if set(by_name) - {"packed"}:
+            problems.append(f"megatron: a packed stage has prefixes {sorted(set(by_name) - {'packed'})}")
+        if "packed" in by_name:
+            _check_packed(m, base, by_name["packed"], problems)
+    else:
+        planned = [s for s in m["sources"] if "plan" in s and s["effective_tokens"] > 0]
+        for s in planned:
+            if s["name"] in by_name:
+                _check_stage_index(m, base, s, by_name[s["name"]], problems)
+            elif s["name"] not in skipped:
+                problems.append(f"megatron: planned source {s['name']} has no prefix in the hand-off")
+        extra = set(by_name) - {s["name"] for s in planned}
+        if extra:
+            problems.append(f"megatron: prefixes {sorted(extra)} are no planned source of the stage")
+    total = sum(p["sequences"] for p in mg["prefixes"])
+    if mg["train_samples"] != total or m["samples"] != total:
+        problems.append(f"samples = {m['samples']}, megatron.train_samples = {mg['train_samples']}: the hand-off's "
+                        f"prefixes yield {total}")
+    if m["blend"] != blend_of(mg):
+        problems.append(f"blend {m['blend']} is not the hand-off's prefixes and sample counts {blend_of(mg)}")
+    _check_texts(m, base, problems, check_location)
+    return problems

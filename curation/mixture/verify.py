@@ -1,0 +1,273 @@
+"""`verify_manifest`: everything a trainer reads from a stage, re-read and checked, every failure reported.
+
+- the manifest's shape (`manifest_schema.load_manifest`) and each field against its digest, so an edit to
+  `training.goldfish`, `vocabulary.eod`, `seq_length`, `samples`, ... is named, not silently used;
+- settings against the ledger: `seq_length`/`budget_tokens` against its `stages` table, the vocabulary
+  against `runs`;
+- every shard file (size, sha256) and its exact document and token counts, against the manifest and the
+  ledger's `tokens` table (other shard sets: its `mixture` rows);
+- shares, the ledger's `mixture` rows, each sampling plan (recomputed from its seed);
+- the Megatron hand-off (`curation.mixture.megatron_check`);
+- the ledger: each Parquet table against the manifest's digest, and every table of `ledger.duckdb`
+  against its Parquet file (an `UPDATE` in the DuckDB file alone is caught), its views against ours;
+- the Merkle root over all of it.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from pathlib import Path
+
+import numpy as np
+
+from curation.core.hashing import sha256_file
+from curation.core.vocab import Block
+from curation.errors import VerifyError
+from curation.mixture.manifest_schema import field_digests, load_manifest
+from curation.mixture.megatron_check import check_handoff
+from curation.mixture.merkle import (
+    duckdb_digests,
+    ledger_digests,
+    manifest_leaves,
+    merkle_root,
+)
+from curation.mixture.sampling import read_plan, sample_counts
+from curation.shards import read_index
+from curation.shards.counting import count_tokens_by_modality
+
+WRITTEN_BACK = ("consumed",)   # tables `curate train` writes after the manifest
+
+
+def _check_fields(m: dict) -> list[str]:
+    want, got = m["field_digests"], field_digests(m)
+    problems = [f"manifest field `{k}` was changed after the manifest was written (its digest differs)"
+                for k in sorted(set(want) & set(got)) if want[k] != got[k]]
+    problems += [f"manifest field `{k}` was added after the manifest was written" for k in sorted(set(got) - set(want))]
+    problems += [f"manifest field `{k}` was removed after the manifest was written" for k in sorted(set(want) - set(got))]
+    return problems
+
+
+def _query(ledger_dir: Path, sql: str, problems: list[str]) -> tuple[list, list]:
+    from curation.ledger import query
+
+    try:
+        return query(ledger_dir, sql)
+    except Exception as e:  # noqa: BLE001 - reported as a failed check
+        problems.append(f"ledger {ledger_dir / 'ledger.duckdb'}: {e}")
+        return [], []
+
+
+def _check_settings(m: dict, ledger_dir: Path) -> list[str]:
+    problems: list[str] = []
+    run = m["recipe_fingerprint"].replace("'", "''")
+    stage = m["stage"].replace("'", "''")
+    _, rows = _query(ledger_dir, f"SELECT seq_length, budget_tokens FROM stages WHERE run = '{run}' AND stage = '{stage}'",
+                     problems)
+    if not rows and not problems:
+        problems.append(f"the ledger's stages table has no stage {m['stage']!r} for run {m['recipe_fingerprint']}")
+    for seq, budget in rows[:1]:
+        if seq != m["seq_length"]:
+            problems.append(f"seq_length = {m['seq_length']} in the manifest, the ledger's stages table says {seq}")
+        if budget != m["budget_tokens"]:
+            problems.append(f"budget_tokens = {m['budget_tokens']} in the manifest, the ledger's stages table "
+                            f"says {budget}")
+    _, rows = _query(ledger_dir, f"SELECT vocabulary, vocabulary_sha256 FROM runs WHERE run = '{run}'", problems)
+    for vid, vsha in rows[:1]:
+        if (vid, vsha) != (m["vocabulary"]["id"], m["vocabulary"]["sha256"]):
+            problems.append(f"vocabulary {m['vocabulary']['id']} ({m['vocabulary']['sha256'][:12]}) in the manifest, "
+                            f"the ledger's runs table says {vid} ({str(vsha)[:12]})")
+    return problems
+
+
+def _check_sources(m: dict, base: Path, ledger_dir: Path, ok: list[str]) -> list[str]:
+    problems: list[str] = []
+    blocks = [Block(b["name"], b["start"], b["size"]) for b in m["vocabulary"]["blocks"]]
+    run = m["recipe_fingerprint"].replace("'", "''")
+    cols, rows = _query(ledger_dir, f"SELECT * FROM tokens WHERE run = '{run}'", problems)
+    tokens_rows = {r[cols.index("source")]: dict(zip(cols, r)) for r in rows}
+    stage = m["stage"].replace("'", "''")
+    cols, rows = _query(ledger_dir, f"SELECT source, raw_tokens, documents FROM mixture WHERE run = '{run}' "
+                        f"AND stage = '{stage}'", problems)
+    mixture_rows = {r[0]: r[1:] for r in rows}
+    for src in m["sources"]:
+        name, bad = src["name"], len(problems)
+        for f in src["files"]:
+            fp = base / f["path"]
+            if not fp.is_file():
+                problems.append(f"{name}: {fp} is missing")
+            elif fp.stat().st_size != f["bytes"]:
+                problems.append(f"{name}: {fp} has {fp.stat().st_size} bytes, manifest says {f['bytes']}")
+            elif sha256_file(fp) != f["sha256"]:
+                problems.append(f"{name}: {fp} sha256 differs from the manifest (file changed or corrupt)")
+        if len(problems) > bad:
+            continue
+        prefix = base / src["prefix"]
+        try:
+            counts = count_tokens_by_modality(prefix, blocks, m["vocabulary"]["reserved"])
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{name}: cannot read {prefix}.idx/.bin: {e}")
+            continue
+        got = {"documents": counts["documents"], **{k: counts[k] for k in ("text", "image", "audio", "total")}}
+        want = {"documents": src["documents"], **src["tokens"]}
+        problems += [f"{name}: {k} = {got[k]} in the shard, manifest says {want.get(k)}" for k in got if got[k] != want.get(k)]
+        if src["variant"]:          # another shard set: the planner's mixture row counted it
+            lrow = mixture_rows.get(name)
+            lwant = None if lrow is None else {"total": lrow[0], "documents": lrow[1]}
+            what = f"mixture row of stage {m['stage']}"
+        else:
+            lrow = tokens_rows.get(name)
+            lwant = None if lrow is None else {"documents": lrow["documents"], "text": lrow["text_tokens"],
+                                               "image": lrow["image_tokens"], "audio": lrow["audio_tokens"],
+                                               "total": lrow["total_tokens"]}
+            what = "tokens table"
+        if lwant is None:
+            problems.append(f"{name}: no row in the ledger's {what} for run {m['recipe_fingerprint']}")
+        else:
+            problems += [f"{name}: {k} = {got[k]} in the shard, ledger's {what} says {v}"
+                         for k, v in lwant.items() if got[k] != v]
+        ok.append(f"{name}{src['variant']}: {counts['documents']} documents, {counts['total']} tokens, "
+                  f"{len(src['files'])} files match")
+    return problems
+
+
+def _check_mixture(m: dict, ledger_dir: Path) -> list[str]:
+    """Shares recompute from effective tokens and the ledger's mixture rows agree."""
+    problems: list[str] = []
+    total = sum(s["effective_tokens"] for s in m["sources"])
+    for s in m["sources"]:
+        share = s["effective_tokens"] / total if total else 0.0
+        if abs(share - s["share"]) > 1e-6:
+            problems.append(f"{s['name']}: share {s['share']} does not recompute from effective tokens ({share:.9f})")
+    run, stage = m["recipe_fingerprint"].replace("'", "''"), m["stage"].replace("'", "''")
+    _, rows = _query(ledger_dir, "SELECT source, epochs, effective_tokens, share FROM mixture WHERE run = "
+                     f"'{run}' AND stage = '{stage}'", problems)
+    ledger = {r[0]: r[1:] for r in rows}
+    for s in m["sources"]:
+        got = ledger.get(s["name"])
+        if got is None:
+            problems.append(f"{s['name']}: no mixture row in the ledger for stage {m['stage']}")
+        elif (got[0], got[1], got[2]) != (s["epochs"], s["effective_tokens"], s["share"]):
+            problems.append(f"{s['name']}: ledger mixture (epochs {got[0]}, effective {got[1]}, share {got[2]}) "
+                            f"differs from the manifest ({s['epochs']}, {s['effective_tokens']}, {s['share']})")
+    return problems
+
+
+def _check_plans(m: dict, base: Path) -> list[str]:
+    """Each sampling plan is the file the manifest names and recomputes from its seed."""
+    problems = []
+    for s in m["sources"]:
+        plan = s.get("plan")
+        if plan is None:
+            if s["effective_tokens"] > 0:
+                problems.append(f"{s['name']}: planned {s['effective_tokens']} tokens but has no sampling plan")
+            continue
+        path = base / plan["path"]
+        if not path.is_file() or sha256_file(path) != plan["sha256"]:
+            problems.append(f"{s['name']}: sampling plan {path} is missing or changed")
+            continue
+        try:
+            _, lengths, _, _ = read_index(base / f"{s['prefix']}.idx")
+            counts = read_plan(path)
+        except (OSError, ValueError) as e:
+            problems.append(f"{s['name']}: cannot read its shard index or plan: {e}")
+            continue
+        tokens = int((counts.astype(np.int64) * lengths).sum()) if counts.size == lengths.size else None
+        if counts.size != lengths.size:
+            problems.append(f"{s['name']}: sampling plan has {counts.size} documents, the shard {lengths.size}")
+        elif plan["kind"] == "epochs" and not (counts == sample_counts(lengths, s["epochs"], plan["seed"])).all():
+            problems.append(f"{s['name']}: sampling plan does not recompute from its seed {plan['seed']}")
+        elif plan["kind"] != "epochs" and tokens != s["effective_tokens"]:
+            problems.append(f"{s['name']}: selected documents hold a different number of tokens than planned")
+        elif tokens != plan["tokens"]:
+            problems.append(f"{s['name']}: plan.tokens = {plan['tokens']}, the plan holds {tokens}")
+    return problems
+
+
+def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> list[str]:
+    """Parquet tables against the manifest; `ledger.duckdb` (what `curate ledger` shows) against Parquet.
+    The `decisions` view reads its folder by absolute path: in a copied or moved output folder it names
+    the old location (a location problem, like the hand-off's paths), not a changed definition."""
+    from curation.ledger.store import VIEWS, decisions_view
+
+    problems = []
+    parquet = ledger_digests(ledger_dir)
+    for table, digest in m["ledger_tables"].items():
+        if parquet.get(table) != digest:
+            problems.append(f"ledger table {table!r} changed since the manifest was written")
+    db = ledger_dir / "ledger.duckdb"
+    try:
+        tables, views = duckdb_digests(db)
+    except Exception as e:  # noqa: BLE001
+        return problems + [f"{db}: cannot be read ({e})"]
+    for table in sorted(set(parquet) | set(tables)):
+        if table not in tables:
+            problems.append(f"{db}: table {table!r} is missing (its Parquet file exists)")
+        elif table not in parquet:
+            problems.append(f"{db}: table {table!r} has no Parquet file of the ledger (added to the DuckDB file)")
+        elif tables[table] != parquet[table]:
+            problems.append(f"{db}: table {table!r} differs from {table}.parquet (rows were changed in the "
+                            f"DuckDB file); re-run `curate run` (completed tasks are skipped) to rebuild it")
+    here = Path(os.path.normpath(ledger_dir.absolute()))
+    want = _view_sql({**VIEWS, "decisions": decisions_view(here)})
+    for view in sorted(set(want) | set(views)):
+        if view == "decisions" and views.get(view) and want.get(view) and views[view] != want[view]:
+            elsewhere = re.search(r"read_parquet\('(.*)/decisions/source=\*/\*\.parquet'", views[view])
+            if elsewhere and views[view].replace(elsewhere.group(1), str(here)) == want[view]:
+                if check_location:
+                    problems.append(f"{db}: view 'decisions' reads {elsewhere.group(1)}/decisions, another location "
+                                    f"of this output folder; rewrite it with `curate verify --relocate MANIFEST`")
+                continue
+        if views.get(view) != want.get(view):
+            problems.append(f"{db}: view {view!r} is not curate's definition (changed, added or removed)")
+    return problems
+
+
+def _view_sql(views: dict[str, str]) -> dict[str, str]:
+    """The SQL DuckDB stores for our views, from an empty in-memory database with the same schemas."""
+    import duckdb
+    import pyarrow as pa
+
+    from curation.ledger.schema import SCHEMAS
+
+    con = duckdb.connect()
+    try:
+        for name, schema in SCHEMAS.items():
+            con.register("empty_table", pa.Table.from_pylist([], schema=schema))
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty_table")
+            con.unregister("empty_table")
+        for name, sql in views.items():
+            con.execute(f"CREATE VIEW {name} AS {sql}")
+        return dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+    finally:
+        con.close()
+
+
+def verify_manifest(path: Path, *, check_location: bool = True) -> list[str]:
+    """Return a list of human-readable checks passed; raise VerifyError listing every failure.
+
+    `check_location=False` accepts a hand-off whose files name another location of this output folder
+    (copied or moved; `curation.mixture.megatron.relocate_handoff` rewrites them): for trainers that read
+    the manifest, not the hand-off's absolute paths (`curate train`). Their content is checked either way."""
+    path = Path(path)
+    m = load_manifest(path)
+    base = path.resolve().parent
+    ledger_dir = (base / m["ledger"]).parent
+    ok: list[str] = []
+    problems = _check_fields(m)
+    problems += _check_settings(m, ledger_dir)
+    problems += _check_sources(m, base, ledger_dir, ok)
+    problems += _check_mixture(m, ledger_dir)
+    problems += _check_plans(m, base)
+    handoff = check_handoff(m, base, check_location)
+    problems += handoff
+    if not handoff:
+        ok.append(f"megatron hand-off: {len(m['megatron']['prefixes'])} prefix(es), "
+                  f"{m['megatron']['train_samples']} samples of {m['seq_length']}")
+    problems += _check_ledger(m, ledger_dir, check_location)
+    if merkle_root(manifest_leaves(m, field_digests(m))) != m["merkle_root"]:
+        problems.append(f"merkle root {m['merkle_root']} does not recompute from the manifest's files, fields "
+                        f"and tables")
+    if problems:
+        raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    return ok

@@ -1,0 +1,48 @@
+"""Report sections of the model classifiers, from the ledger tables `quality_thresholds`,
+`quality_selected`, `quality_histogram` and `toxicity`: the selection's thresholds per pool and
+language, what it kept per source, the toxicity filter per source and language; and the figure of
+the score histograms per language with the threshold marked (`quality_plot`)."""
+from __future__ import annotations
+
+from curation.report.table import Section, table
+
+CLASSIFIERS = "Model classifiers"
+
+
+def _share(kept: int, n: int) -> str:
+    return f"{100 * kept / max(n, 1):.1f}%"
+
+
+def quality_sections(rows: dict) -> list[Section]:
+    out = []
+    thresholds = rows.get("quality_thresholds", [])
+    if thresholds:
+        t0 = thresholds[0]
+        out.append(Section(CLASSIFIERS, "Quality selection",
+                           "Per pool and language: of the documents that reached the `select` step (after dedup and "
+                           f"decontamination), exactly ceil(top fraction × documents) are kept, ranked by "
+                           f"`meta.{t0['field']}`, highest first; the threshold is the last kept score. Tie rule: "
+                           f"{t0['tie_rule']} (above: documents scoring more than the threshold; tied: exactly it). "
+                           "The rest are dropped as `below_quality_quantile`. Ledger table `quality_thresholds`; the "
+                           "histograms are a figure above.",
+                           table(["pool", "language", "documents", "kept", "kept share", "threshold", "above", "tied",
+                                  "tied kept", "top fraction"],
+                                 [[t["pool"], t["language"], t["documents"], t["kept"],
+                                   _share(t["kept"], t["documents"]), f"{t['threshold']:.6g}", t["above"], t["tied"],
+                                   t["tied_kept"], f"{t['top_fraction']:g}"] for t in thresholds])))
+        out.append(Section(CLASSIFIERS, "Quality selection per source",
+                           "Documents of each source and language that reached the `select` step, and those kept. "
+                           "Ledger table `quality_selected`.",
+                           table(["pool", "source", "language", "documents", "kept", "kept share"],
+                                 [[s["pool"], s["source"], s["language"], s["documents"], s["kept"],
+                                   _share(s["kept"], s["documents"])] for s in rows.get("quality_selected", [])])))
+    tox = rows.get("toxicity", [])
+    if tox:
+        out.append(Section(CLASSIFIERS, "Toxicity",
+                           "Documents scored by the `toxicity` step per source and language, and those dropped "
+                           "(reason `toxic`: a toxic probability at least the language's threshold). Ledger table "
+                           "`toxicity`.",
+                           table(["source", "language", "scored", "toxic", "toxic share"],
+                                 [[t["source"], t["language"], t["scored"], t["toxic"],
+                                   f"{100 * t['toxic_share']:.2f}%"] for t in tox])))
+    return out

@@ -1,0 +1,1 @@
+"""Interleaved image-text documents (`modality: interleaved`): see `curation.steps.interleaved.modality`."""

@@ -1,0 +1,34 @@
+"""tests/benchmarks/gpu_check.py runs end to end with tiny sizes (on CPU here: it must then say that no
+GPU was available and still exit 0 with the CPU figures)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_gpu_check_script_runs_and_writes_its_report(tmp_path):
+    import torch
+    out = tmp_path / "gpu.md"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "benchmarks" / "gpu_check.py"), "--quick",
+                           "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = out.read_text()
+    for section in ("## Image codec", "## Audio codec", "## Trainer: Mamba-2 scan"):
+        assert section in report
+    cuda = torch.cuda.is_available()
+    assert ("No GPU was available" in report) != cuda
+    assert f"GPU **{torch.cuda.get_device_name(0) if cuda else 'none'}**" in report
+    shares = [float(x) for x in re.findall(r"\| ([\d.]+)% \(", report)]
+    assert len(shares) == (7 if cuda else 2) and all(0 <= s <= 100 for s in shares)
+    assert re.search(r"\| cpu \| 4 \| prefetch \|", report) and re.search(r"\| cpu \| [\d.]+ \| [\d,]+ \|", report)
+    if not cuda:   # the PyTorch scan checked against the recurrence instead of the kernel
+        diff = float(re.search(r"largest difference ([\d.e+-]+)\.", report).group(1))
+        assert diff < 1e-10
