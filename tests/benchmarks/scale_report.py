@@ -234,7 +234,7 @@ def render(results: dict) -> None:
         "The machine is shared with other sessions (15-minute load average on its 2 cores at the end of each run: "
         f"{_loads(results)}), so absolute times are slower and noisier than on an idle machine; ratios within "
         "one run are the figures to read.", "",
-        "The 1M run is a separate command (about half an hour here; its corpus takes 200 shards): "
+        "The 1M run is a separate command (12 minutes in this run, plus 7 to generate its 200 shards once): "
         "`nice -n 10 .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000000 --no-datatrove`; it "
         "adds its figures to `scale.json` next to the others.", "",
         *scale_report_text(results),
