@@ -207,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
     s.add_argument("--executor", choices=["auto", "local", "ray"], default="auto",
                    help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
-                        "joining a cluster, else local)")
+                        "joining a cluster or for runs big enough to pay for its start-up, else local; the "
+                        "choice is printed)")
     s.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("validate", help="check a recipe and its inputs; print its fingerprint")

@@ -40,13 +40,33 @@ class RunResult:
     executor: str
 
 
-def choose_executor(plan: Plan, executor: str, address: str | None) -> str:
-    """`auto`: Ray when joining a cluster (`address`, else `RAY_ADDRESS`), else the local executor (no
-    Ray start-up to pay)."""
-    address = address or os.environ.get("RAY_ADDRESS") or None
+# Where `auto` starts paying for Ray, measured on 2 cores (`tests/benchmarks/bench_scale.py --crossover`,
+# reports/benchmarks/scale.md): best of 3, Ray with 2 workers took 1.03× the local executor's time on 23 MB
+# of gzip JSON lines (20k documents, 4 shards) and 0.86× on 47 MB (40k, 8 shards). Below it, Ray's start-up,
+# shutdown and per-worker model loading cost more than the second worker gains. Input bytes as stored.
+AUTO_RAY_INPUT_BYTES = 30 * 10**6
+
+
+def auto_executor(input_bytes: int, shards: int, slots: int) -> tuple[str, str]:
+    """(executor, why) for a run on this machine: Ray from `AUTO_RAY_INPUT_BYTES` of input in at least two
+    shards with at least two workers to run them, else the local executor."""
+    what = f"{input_bytes / 1e6:,.1f} MB of input in {shards} shard(s)"
+    if min(slots, shards) < 2:
+        return "local", f"auto: {what}, nothing to run in parallel"
+    if input_bytes < AUTO_RAY_INPUT_BYTES:
+        return "local", f"auto: {what}, below the {AUTO_RAY_INPUT_BYTES / 1e6:.0f} MB where Ray pays off"
+    return "ray", f"auto: {what}, {min(slots, shards)} workers"
+
+
+def choose_executor(plan: Plan, executor: str, address: str | None, workers: int | None = None) -> tuple[str, str]:
+    """(executor, why). `auto`: Ray when joining a cluster (`address` or RAY_ADDRESS), else `auto_executor`
+    on the plan's input size and shards, with `workers` (default: the CPUs)."""
     if executor != "auto":
-        return executor
-    return "ray" if address else "local"
+        return executor, "as asked"
+    if address or os.environ.get("RAY_ADDRESS"):
+        return "ray", "auto: joining a cluster"
+    size = sum(f.size for files in plan.recipe.inputs.values() for f in files)
+    return auto_executor(size, len(plan.process), workers or os.cpu_count() or 1)
 
 
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
@@ -59,9 +79,9 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     if any(s.acquire for s in early.recipe.sources):
         acquire_all(early, out / "raw", resolver=resolver)
     plan = load_plan(recipe_path, raw_root=out / "raw")
-    chosen = choose_executor(plan, executor, address)
+    chosen, why = choose_executor(plan, executor, address, workers)
     if progress:
-        print(f"executor: {chosen}", file=sys.stderr)
+        print(f"executor: {chosen} ({why})", file=sys.stderr)
     # what tasks open by path on whichever node runs them (a cluster checks every node sees them)
     inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]

@@ -66,6 +66,16 @@ def codes_dir(out: Path, source: str, shard: str) -> Path:
     return Path(f"{part_prefix(out, source, shard)}.codes")
 
 
+def exact_keys_path(out: Path, source: str, shard: str) -> Path:
+    """Exact dedup's keys of one shard (content and URL hashes with their rows), sorted by hash."""
+    return work_dir(out, "exact") / "keys" / source / f"{shard}.npy"
+
+
+def exact_part_path(out: Path, modality: str, part: int) -> Path:
+    """The shared keys of one hash range of one modality: (document, kind, key) of every repeated key."""
+    return work_dir(out, "exact") / "parts" / modality / f"{part:04d}.npy"
+
+
 def sig_path(out: Path, source: str, shard: str) -> Path:
     return work_dir(out, "minhash") / "sig" / source / f"{shard}.npy"
 

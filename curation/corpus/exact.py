@@ -1,66 +1,149 @@
-"""Exact (content-hash) and URL dedup: one task per modality over the hash columns of its shards.
+"""Exact (content-hash) and URL dedup, partitioned by hash range like the MinHash bands.
 
 While processing, every surviving record gets `content_hash` (`curation.core.hashing.content_hash`
-of its normalised text, of an image's bytes; the PCM hash of a clip). The task reads only the hash
-(and URL) columns of the modality's processed shards, in canonical order, and marks every later copy
-of a hash as a duplicate of the first (`exact_duplicate`); with `dedup.exact.url`, every later record
-with the same normalised URL is a re-crawl of the first (`url_duplicate`). With `scope: source` the
-first copy is looked for within the same source only. Hashes are compared within one modality: an
-image's bytes and a document's text share no meaning.
+of its normalised text, of an image's bytes; the PCM hash of a clip). Every later copy of a hash is a
+duplicate of the first (`exact_duplicate`); with `dedup.exact.url`, every later record with the same
+normalised URL is a re-crawl of the first (`url_duplicate`). With `scope: source` the first copy is
+looked for within the same source only. Hashes are compared within one modality: an image's bytes and
+a document's text share no meaning. The survivor rule, exactly: in canonical order, a record is kept
+when none of its keys belongs to an earlier kept record (`curation.corpus.partition`).
+
+Three stages, joined by files under `<out>/work/exact/`:
+
+    exact_keys(source, shard)   content and URL keys of the shard's records,
+                                read in batches, sorted by key                → keys/<source>/<shard>.npy
+    exact_part(modality, p)     hash range p of every shard's keys (a slice
+                                of each, memory-mapped): the keys that repeat → parts/<modality>/<p>.npy
+    exact(modality)             the survivor rule over the documents with a
+                                repeated key; one drop list per shard          → drops/
+
+A part task holds 1/partitions of the modality's keys (40 bytes per record and URL); the last stage
+holds the documents that have a repeated key (memory follows the duplicates, as in MinHash clustering)
+and reads only the ids of the shards that have one.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 
+from curation.core.atomic import save_array
 from curation.core.hashing import fingerprint
-from curation.core.layout import processed_path
+from curation.core.layout import exact_keys_path, exact_part_path, processed_path
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
 from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.partition import (
+    REASONS,
+    ROW_BITS,
+    document,
+    range_slice,
+    resolve,
+    shard_keys,
+    shared_keys,
+    sort_keys,
+)
+from curation.corpus.stream import column_batches
+
+MAX_AUTO_PARTITIONS = 1024
 
 
-def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]],
-                       scope: str) -> list[dict]:
-    """`shards`: (source, shard_id, hashes, ids, urls) in canonical order -> one row per duplicate.
-
-    `urls` holds normalised URLs (None where a record has none); content equality is checked first."""
-    first: dict = {}
-    dups = []
-    for source, shard, hashes, ids, urls in shards:
-        for h, rid, url in zip(hashes, ids, urls):
-            keys = [("exact_duplicate", h)] + ([("url_duplicate", url)] if url else [])
-            if scope == "source":
-                keys = [(source, *k) for k in keys]
-            hit = next((k for k in keys if k in first), None)
-            if hit is not None:
-                keep_source, keep_id = first[hit]
-                dups.append({"source": source, "shard": shard, "id": rid, "reason": hit[-2],
-                             "duplicate_of_source": keep_source, "duplicate_of_id": keep_id,
-                             "detail": f"{keep_source}/{keep_id}"})
-            else:
-                for k in keys:
-                    first[k] = (source, rid)
-    return dups
+def _url(meta: str, field: str) -> str | None:
+    u = json.loads(meta).get(field)
+    return normalize_url(u) if isinstance(u, str) else None
 
 
-def hash_columns(out: Path, shards: list[tuple[str, str]], url_field: str | None):
-    """(source, shard, hashes, ids, normalised urls) per shard, reading only those columns."""
-    for source, shard in shards:
-        t = pq.read_table(processed_path(out, source, shard),
-                          columns=["id", "content_hash"] + (["meta"] if url_field else []))
-        urls = [None] * t.num_rows
-        if url_field:
-            urls = [normalize_url(u) if isinstance(u := json.loads(m).get(url_field), str) else None
-                    for m in t.column("meta").to_pylist()]
-        yield source, shard, t.column("content_hash").to_pylist(), t.column("id").to_pylist(), urls
+def batch_keys(cols: dict, url_field: str | None, first_row: int) -> np.ndarray:
+    """Unsorted key entries of one batch of a processed shard (`content_hash`, and `meta` with a URL field)."""
+    urls = [_url(m, url_field) for m in cols["meta"]] if url_field else [None] * len(cols["content_hash"])
+    return shard_keys(cols["content_hash"], urls, first_row)
 
 
-def exact_rows(out: Path, spec: dict) -> list[dict]:
+def run_keys(out: Path, node: Node) -> dict:
+    url_field = node.spec["url"]
+    parts, rows = [], 0
+    columns = ("content_hash", "meta") if url_field else ("content_hash",)
+    for cols in column_batches(processed_path(out, node.source, node.shard), columns):
+        parts.append(batch_keys(cols, url_field, rows))
+        rows += len(cols["content_hash"])
+    keys = sort_keys(np.concatenate(parts) if parts else np.zeros((0, 4), np.uint64))
+    path = exact_keys_path(out, node.source, node.shard)
+    save_array(path, keys)
+    return {"records": rows, "keys": int(keys.shape[0]), "outputs": [str(path.relative_to(out))]}
+
+
+def part_shared(slices: list[tuple[int, int, np.ndarray]]) -> np.ndarray:
+    """The repeated keys of one hash range from (shard number, group, that shard's slice) in any order."""
+    if not slices:
+        return shared_keys(np.zeros((0, 4), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    entries = np.concatenate([s for _, _, s in slices])
+    docs = np.concatenate([document(n, s[:, 3].astype(np.int64)) for n, _, s in slices])
+    groups = np.concatenate([np.full(s.shape[0], g, np.int64) for _, g, s in slices])
+    return shared_keys(entries, docs, groups)
+
+
+def _groups(shards: list[tuple[str, str]], scope: str) -> list[int]:
+    names = list(dict.fromkeys(source for source, _ in shards))
+    return [names.index(source) if scope == "source" else 0 for source, _ in shards]
+
+
+def run_part(out: Path, node: Node) -> dict:
+    spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
-    return resolve_duplicates(list(hash_columns(out, shards, spec["cfg"]["url"])), spec["cfg"]["scope"])
+    slices = []
+    for number, ((source, shard), group) in enumerate(zip(shards, _groups(shards, spec["scope"]))):
+        keys = np.load(exact_keys_path(out, source, shard), mmap_mode="r")
+        slices.append((number, group, range_slice(keys, spec["part"], spec["partitions"])))
+    shared = part_shared(slices)
+    path = exact_part_path(out, spec["modality"], spec["part"])
+    save_array(path, shared)
+    return {"keys": sum(s.shape[0] for _, _, s in slices), "shared": int(shared.shape[0]),
+            "outputs": [str(path.relative_to(out))]}
+
+
+def merge_parts(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts' repeated keys with key numbers made unique across parts."""
+    offset, out = 0, []
+    for p in parts:
+        if p.shape[0]:
+            out.append(p + np.array([0, 0, offset], np.int64))
+            offset += int(p[:, 2].max()) + 1
+    return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
+
+
+def duplicate_rows(dups: np.ndarray, shards: list[tuple[str, str]], ids) -> list[dict]:
+    """Rows (source, shard, id, reason, duplicate_of_source, duplicate_of_id, detail) of resolved
+    duplicates; `ids(shard number, rows)` gives the ids at those rows of that shard."""
+    mask = (1 << ROW_BITS) - 1
+    wanted: dict[int, set[int]] = {}
+    for g in np.concatenate([dups[:, 0], dups[:, 2]]).tolist():
+        wanted.setdefault(g >> ROW_BITS, set()).add(g & mask)
+    names = {}
+    for number, rows in sorted(wanted.items()):
+        rows = sorted(rows)
+        names.update({(number << ROW_BITS) | r: rid for r, rid in zip(rows, ids(number, rows))})
+    out = []
+    for g, kind, keep in dups.tolist():
+        (source, shard), (keep_source, _) = shards[g >> ROW_BITS], shards[keep >> ROW_BITS]
+        out.append({"source": source, "shard": shard, "id": names[g], "reason": REASONS[kind],
+                    "duplicate_of_source": keep_source, "duplicate_of_id": names[keep],
+                    "detail": f"{keep_source}/{names[keep]}"})
+    return out
+
+
+def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]], scope: str,
+                       partitions: int = 1) -> list[dict]:
+    """The three stages in memory: (source, shard, hashes, ids, normalised urls) per shard in canonical
+    order -> one row per duplicate, in canonical order. The result is the same for any `partitions`."""
+    keys = [sort_keys(shard_keys(h, u)) for _, _, h, _, u in shards]
+    names = [(s, sh) for s, sh, *_ in shards]
+    groups = _groups(names, scope)
+    parts = [part_shared([(n, groups[n], range_slice(k, p, partitions)) for n, k in enumerate(keys)])
+             for p in range(partitions)]
+    dups = resolve(merge_parts(parts))
+    return duplicate_rows(dups, names, lambda n, rows: [shards[n][3][r] for r in rows])
 
 
 class ExactPhase(CorpusPhase):
@@ -74,24 +157,50 @@ class ExactPhase(CorpusPhase):
         return True
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
-        cfg = ctx.loaded.recipe.dedup.exact.model_dump(mode="json")
-        nodes = []
+        exact = ctx.loaded.recipe.dedup.exact
+        cfg = exact.model_dump(mode="json")   # `partitions` is excluded: it does not change the result
+        keys, parts, finals = [], [], []
         for modality in dict.fromkeys(s.modality for s in ctx.loaded.recipe.sources):
             process = [n for n in ctx.process if ctx.source(n.source).modality == modality]
             shards = [(n.source, n.shard) for n in process]
-            nodes.append(Node("exact", None, modality, fingerprint(
+            mine = [Node("exact_keys", p.source, p.shard, fingerprint(
+                {"v": CODE_EPOCH, "phase": "exact_keys", "url": exact.url, "process": p.fingerprint}),
+                deps=[p.key], spec={"url": exact.url}) for p in process]
+            n_parts = exact.partitions or max(1, min(len(process), MAX_AUTO_PARTITIONS))
+            listed = [[n.source, n.shard, n.fingerprint] for n in mine]
+            mine_parts = [Node("exact_part", None, f"{modality}-{p:04d}", fingerprint(
+                {"v": CODE_EPOCH, "phase": "exact_part", "part": p, "parts": n_parts, "scope": exact.scope,
+                 "keys": listed}), deps=[n.key for n in mine],
+                spec={"modality": modality, "part": p, "partitions": n_parts, "scope": exact.scope,
+                      "shards": shards}) for p in range(n_parts)]
+            # the result is a function of the settings and the processed shards alone (whatever the
+            # partitions), so the fingerprint covers exactly those
+            finals.append(Node("exact", None, modality, fingerprint(
                 {"v": CODE_EPOCH, "phase": "exact", "cfg": cfg,
                  "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-                deps=[n.key for n in process], spec={"cfg": cfg, "shards": shards}))
-        return [nodes]
+                deps=[n.key for n in mine_parts],
+                spec={"modality": modality, "partitions": n_parts, "shards": shards}))
+            keys += mine
+            parts += mine_parts
+        return [keys, parts, finals]
 
     def drop_node(self, stages: list[list[Node]], src) -> Node:
         return next(n for n in stages[-1] if n.shard == src.modality)
 
     def runners(self):
-        return {"exact": self.run}
+        return {"exact_keys": run_keys, "exact_part": run_part, "exact": self.run}
 
     def run(self, out: Path, node: Node) -> dict:
-        rows = exact_rows(out, node.spec)
-        shards = [tuple(s) for s in node.spec["shards"]]
+        spec = node.spec
+        shards = [tuple(s) for s in spec["shards"]]
+        shared = merge_parts([np.load(exact_part_path(out, spec["modality"], p))
+                              for p in range(spec["partitions"])])
+        dups = resolve(shared)
+
+        def ids(number: int, rows: list[int]) -> list[str]:
+            source, shard = shards[number]
+            col = pq.read_table(processed_path(out, source, shard), columns=["id"]).column("id")
+            return col.take(rows).to_pylist()
+
+        rows = duplicate_rows(dups, shards, ids)
         return {"duplicates": len(rows), "outputs": self.write_drops(out, shards, rows)}

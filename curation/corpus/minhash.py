@@ -36,6 +36,7 @@ from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.stream import column_batches
 from curation.errors import RecipeError
 from curation.steps.text.minhash import (
     NO_SHINGLES,
@@ -50,22 +51,28 @@ DUPLICATES = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", 
 
 
 def run_signatures(out: Path, node: Node) -> dict:
+    """Band keys of every document of one shard, its text read in batches (`curation.corpus.stream`): the
+    task holds one batch of text plus the keys (8 bytes per band per document), never the shard's text."""
     spec = node.spec
     cfg, bands, rows = spec["cfg"], spec["bands"], spec["rows"]
     shingles = Shingler.cached(cfg["ngram"], cfg["language"])
     a, b = permutations(bands * rows, cfg["seed"])
-    texts = pq.read_table(processed_path(out, node.source, node.shard), columns=["text"])
-    sigs = [signature(shingles(t), a, b) for t in texts.column("text").to_pylist()]
-    empty = [s is None for s in sigs]
-    full = np.zeros((len(sigs), bands * rows), dtype=np.uint64)
-    for i, sig in enumerate(sigs):
-        if sig is not None:
-            full[i] = sig
-    keys = band_keys(full, bands, rows)
-    keys[empty] = NO_SHINGLES  # texts without shingles match nothing
-    path = sig_path(out, node.source, node.shard)
-    save_array(path, keys)
-    return {"documents": texts.num_rows, "outputs": [str(path.relative_to(out))]}
+    path = processed_path(out, node.source, node.shard)
+    keys = np.empty((pq.ParquetFile(path).metadata.num_rows, bands), dtype=np.uint64)
+    at = 0
+    for cols in column_batches(path):
+        sigs = [signature(shingles(t), a, b) for t in cols["text"]]
+        full = np.zeros((len(sigs), bands * rows), dtype=np.uint64)
+        for i, sig in enumerate(sigs):
+            if sig is not None:
+                full[i] = sig
+        batch = band_keys(full, bands, rows)
+        batch[[s is None for s in sigs]] = NO_SHINGLES  # texts without shingles match nothing
+        keys[at:at + len(sigs)] = batch
+        at += len(sigs)
+    sig = sig_path(out, node.source, node.shard)
+    save_array(sig, keys)
+    return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
 
 
 def corpus_shards(out: Path, shards: list[tuple[str, str]], index: list[list[str]]) -> list[tuple[Path, str, str]]:

@@ -10,7 +10,8 @@ Each bound is far above any real run and says why it is where it is:
 - MAX_SEED = 2^32 - 1: numpy's RandomState (the MinHash permutations) takes no larger seed.
 - MAX_PLAN_NODES = 500,000 task nodes in the plan, estimated by `plan_nodes` before anything is
   built; the driver holds every node with its spec (3.4 KB each measured on the demo plan with
-  tracemalloc, so ~1.7 GB at the bound) and submits each as a task. 100k input files plan ~400k nodes.
+  tracemalloc, so ~1.7 GB at the bound) and submits each as a task. 80k input files plan ~400k nodes
+  (process, exact keys, signatures, decontamination, tokenize per file).
 """
 from __future__ import annotations
 
@@ -28,16 +29,20 @@ MAX_PLAN_NODES = 500_000
 def plan_nodes(recipe, files: dict[str, int]) -> dict[str, int]:
     """Task nodes the plan builds for a `Recipe`, by phase, for `files` input files per source (sources
     absent from `files`, e.g. not yet acquired, count 0). Mirrors the phase table
-    (`curation.plan.phases`): process + tokenize per file, one merge per source; exact dedup one per
-    modality, image and audio near-duplicates one each; with MinHash, signatures per text or interleaved file +
-    bands × partitions + clusters; with decontamination, index + match per file + resolve; with
-    `select`, scores per file of the selected sources + one resolve per pool."""
+    (`curation.plan.phases`): process + tokenize per file, one merge per source; exact dedup keys per
+    file, hash ranges and one resolution per modality; image and audio near-duplicates one each; with
+    MinHash, signatures per text or interleaved file + bands × partitions + clusters; with
+    decontamination, index + match per file + resolve; with `select`, scores per file of the selected
+    sources + one resolve per pool."""
     total = sum(files.get(s.name, 0) for s in recipe.sources)
     text = sum(files.get(s.name, 0) for s in recipe.sources if s.modality in ("text", "interleaved"))
     modalities = {s.modality for s in recipe.sources}
     out = {"process": total, "tokenize": total, "merge": len(recipe.sources),
-           "exact": len(modalities) if recipe.dedup.exact is not None else 0,
            "image_near": int(bool({"image", "interleaved"} & modalities)), "audio_near": int("audio" in modalities)}
+    exact = recipe.dedup.exact
+    if exact is not None:   # keys per file, hash ranges and one resolution per modality (`corpus.exact`)
+        per = [sum(files.get(s.name, 0) for s in recipe.sources if s.modality == m) for m in sorted(modalities)]
+        out["exact"] = total + sum(exact.partitions or max(1, min(n, 1024)) for n in per) + len(modalities)
     out = {k: v for k, v in out.items() if v}
     mh = recipe.dedup.minhash
     if mh is not None:

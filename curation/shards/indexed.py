@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -79,37 +80,98 @@ def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype, pointers: np.n
     os.replace(tmp, path)
 
 
-def read_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray]:
-    """Return (dtype, sequence lengths, pointers, document index) of an `.idx` file."""
-    data = Path(path).read_bytes()
+HEADER = 34   # bytes before the lengths array
+CHUNK = 1 << 22   # elements per block when streaming arrays (16-32 MB)
+
+
+def read_header(path: Path) -> tuple[np.dtype, int, int]:
+    """(dtype, sequence count, document count + 1) of an `.idx` file, from its first 34 bytes."""
+    with open(path, "rb") as f:
+        data = f.read(HEADER)
     if data[:9] != MAGIC:
         raise ValueError(f"{path}: not a Megatron index (bad magic {data[:9]!r})")
+    if len(data) < HEADER:
+        raise ValueError(f"{path}: truncated Megatron index ({len(data)} bytes; the header alone has {HEADER})")
     version, = struct.unpack_from("<Q", data, 9)
     code, = struct.unpack_from("<B", data, 17)
     n_seq, n_doc = struct.unpack_from("<QQ", data, 18)
     if version != VERSION or code not in CODE_DTYPES:
         raise ValueError(f"{path}: unsupported index version {version} or dtype code {code}")
-    off = 34
-    lengths = np.frombuffer(data, np.int32, n_seq, off); off += 4 * n_seq
-    pointers = np.frombuffer(data, np.int64, n_seq, off); off += 8 * n_seq
-    doc_idx = np.frombuffer(data, np.int64, n_doc, off)
-    return CODE_DTYPES[code], lengths, pointers, doc_idx
+    return CODE_DTYPES[code], n_seq, n_doc
 
 
-def merge(parts: list[Path], prefix: Path) -> None:
-    """Concatenate indexed datasets (given by prefix, in order) into one, atomically."""
+def _mapped(path: Path, dtype, count: int, offset: int) -> np.ndarray:
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+
+
+def read_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray]:
+    """Return (dtype, sequence lengths, pointers, document index) of an `.idx` file, memory-mapped: only
+    the pages a caller touches are read (a sampling plan touches the lengths, 4 bytes per document)."""
+    dtype, n_seq, n_doc = read_header(path)
+    size = Path(path).stat().st_size
+    if size < HEADER + 12 * n_seq + 8 * n_doc:
+        raise ValueError(f"{path}: truncated Megatron index ({size} bytes for {n_seq} sequences)")
+    lengths = _mapped(path, np.int32, n_seq, HEADER)
+    pointers = _mapped(path, np.int64, n_seq, HEADER + 4 * n_seq)
+    doc_idx = _mapped(path, np.int64, n_doc, HEADER + 12 * n_seq)
+    return dtype, lengths, pointers, doc_idx
+
+
+def iter_lengths(path: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """The sequence lengths of an `.idx` file in blocks of at most `chunk`, read with bounded memory."""
+    _, n_seq, _ = read_header(path)
+    with open(path, "rb") as f:
+        f.seek(HEADER)
+        for start in range(0, n_seq, chunk):
+            want = min(chunk, n_seq - start)
+            block = np.fromfile(f, dtype=np.int32, count=want)
+            if block.size < want:
+                raise ValueError(f"{path}: truncated Megatron index")
+            yield block
+
+
+def iter_tokens(prefix: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """The token array of `PREFIX.bin` in blocks of at most `chunk` tokens (never the whole shard)."""
+    dtype, _, _ = read_header(Path(f"{prefix}.idx"))
+    with open(f"{prefix}.bin", "rb") as f:
+        while (block := np.fromfile(f, dtype=dtype, count=chunk)).size:
+            yield block
+
+
+def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
+    """Concatenate indexed datasets (given by prefix, in order) into one, atomically and streaming: tokens
+    are copied in 4 MB blocks and the index is written from each part's lengths in turn, so memory does
+    not grow with the number of documents (`chunk` lengths at a time). The bytes are those `write_index`
+    writes for all the lengths at once."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    lengths, dtype = [], np.dtype(np.int32)
-    bin_tmp = Path(f"{prefix}.bin.tmp")
+    headers = [read_header(Path(f"{part}.idx")) for part in parts]
+    dtypes = {h[0] for h in headers}
+    if len(dtypes) > 1:
+        raise ValueError(f"cannot merge {prefix}: its parts mix token types {sorted(map(str, dtypes))}")
+    dtype = dtypes.pop() if dtypes else np.dtype(np.int32)
+    n_seq = sum(h[1] for h in headers)
+    bin_tmp, idx_tmp = Path(f"{prefix}.bin.tmp"), Path(f"{prefix}.idx.tmp")
     with open(bin_tmp, "wb") as out:
         for part in parts:
-            dtype, lens, _, _ = read_index(Path(f"{part}.idx"))
-            lengths.append(np.asarray(lens))
             with open(f"{part}.bin", "rb") as f:
                 while block := f.read(1 << 22):
                     out.write(block)
-    all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
-    write_index(Path(f"{prefix}.idx"), all_lengths, dtype)
+    with open(idx_tmp, "wb") as f:
+        f.write(MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype], n_seq, n_seq + 1))
+        for part in parts:
+            for block in iter_lengths(Path(f"{part}.idx"), chunk):
+                f.write(block.tobytes())
+        pointer = 0
+        for part in parts:   # the byte offset of each sequence: the bytes of all earlier ones
+            for block in iter_lengths(Path(f"{part}.idx"), chunk):
+                ends = np.cumsum(block, dtype=np.int64) * dtype.itemsize + pointer
+                f.write((ends - block.astype(np.int64) * dtype.itemsize).tobytes())
+                pointer = int(ends[-1])
+        for start in range(0, n_seq + 1, chunk):
+            f.write(np.arange(start, min(start + chunk, n_seq + 1), dtype=np.int64).tobytes())
+    os.replace(idx_tmp, f"{prefix}.idx")
     os.replace(bin_tmp, f"{prefix}.bin")
 
 

@@ -118,8 +118,10 @@ class ProcessedWriter:
 
 
 def read_processed(path: Path, source: str, columns: tuple[str, ...] = ()) -> Iterator[Record]:
-    """The records of a processed shard, streamed in row groups; `columns`: extra Record fields to fill."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP, columns=["id", "text", "meta", *columns]):
-        cols = batch.to_pydict()
+    """The records of a processed shard, streamed one row group at a time (`ROW_GROUP` rows as written);
+    `columns`: extra Record fields to fill. Not `iter_batches`: it reads ahead, about a whole text column."""
+    pf = pq.ParquetFile(path)
+    for group in range(pf.num_row_groups):
+        cols = pf.read_row_group(group, columns=["id", "text", "meta", *columns]).to_pydict()
         for i, (rid, text, meta) in enumerate(zip(cols["id"], cols["text"], cols["meta"])):
             yield Record(id=rid, source=source, text=text, meta=json.loads(meta), **{c: cols[c][i] for c in columns})

@@ -70,7 +70,7 @@ def test_mixture_only_changes_recompute_nothing(tmp_path):
     edited["stages"][1]["goldfish"] = {"k": 40, "h": 30}
     edited["ablation"]["steps"] = 10
     after = nodes(edited, tmp_path)
-    assert len(before) == 62 and changed(before, after) == set()
+    assert len(before) == 78 and changed(before, after) == set()
 
 
 def test_a_tokenize_setting_of_one_source_reaches_no_other_source(tmp_path):
@@ -105,8 +105,9 @@ def test_a_text_filter_moves_text_work_and_leaves_image_processing_alone(tmp_pat
     assert {k for k in before if k.startswith("process/web_en")} <= moved
     assert "exact/text" in moved and "clusters" in moved and "decont_resolve" in moved
     # the image source's processing, exact and near-duplicate dedup read nothing of the text source
-    assert not {k for k in moved if k.startswith(("process/captioned", "exact/image", "image_near",
-                                                  "decont/captioned"))}
+    assert not {k for k in moved if k.startswith(("process/captioned", "exact/image", "exact_keys/captioned",
+                                                  "exact_part/image", "image_near", "decont/captioned"))}
+    assert {k for k in moved if k.startswith(("exact_keys/web_en", "exact_part/text"))}
 
 
 def test_an_output_neutral_setting_is_in_no_fingerprint(tmp_path):

@@ -17,11 +17,12 @@ from tests.conftest import REPO, TEXT_DEMO, english_doc, make_recipe, write_json
 
 def test_the_demo_runs_the_phase_table_in_order():
     plan = load_plan(TEXT_DEMO)
-    assert [s.name for s in plan.stages] == ["process", "exact", "signatures", "band", "clusters", "decont_index",
-                                             "decont", "decont_resolve", "select_scores", "select_resolve",
-                                             "tokenize", "merge"]
+    assert [s.name for s in plan.stages] == ["process", "exact_keys", "exact_part", "exact", "signatures", "band",
+                                             "clusters", "decont_index", "decont", "decont_resolve", "select_scores",
+                                             "select_resolve", "tokenize", "merge"]
     assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont", "select"]
-    assert len(plan.nodes()) == 62 and len({n.key for n in plan.nodes()}) == 62
+    # 8 shards: exact dedup has keys per shard and one hash range per shard (at most 1024)
+    assert len(plan.nodes()) == 78 and len({n.key for n in plan.nodes()}) == 78
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
@@ -84,8 +85,9 @@ def test_adding_a_source_re_tokenizes_no_shard_whose_drop_lists_did_not_change(t
     after = json.loads(marker.read_text())
     assert after["fingerprint"] != before["fingerprint"] and after["digest"] == before["digest"]
     ran = second.executed
-    # process b, exact/text, signatures b, 14 bands, clusters, tokenize b, merge b: never tokenize a or merge a
-    assert ran == 1 + 1 + 1 + 14 + 1 + 1 + 1, ran
+    # process b, exact keys of b and 2 hash ranges (a and b: one per shard), exact/text, signatures b,
+    # 14 bands, clusters, tokenize b, merge b: never tokenize a or merge a
+    assert ran == 1 + 1 + 2 + 1 + 1 + 14 + 1 + 1 + 1, ran
     assert (out / "tokenized" / "a" / "a.bin").read_bytes() == (tmp_path / "a.bin").read_bytes()
     assert first.rows["tokens"][0] == dict(second.rows["tokens"][0], run=first.rows["tokens"][0]["run"])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from curation.core.node import Node
 from curation.corpus.decont.benchmarks import load_items
 from curation.corpus.decont.images import match_images
 from curation.corpus.decont.index import build_index, match
+from curation.corpus.stream import column_batches
 from curation.errors import CurateError, RecordError
 from curation.steps.image.phash import DEFAULT_REDUCE, default_reductions, phash64
 from curation.steps.interleaved.document import image_hashes
@@ -89,41 +91,47 @@ def run_decont_index(out: Path, node: Node) -> dict:
                                                    for k in range(spec["shards"])]}
 
 
-def decont_texts(out: Path, source: str, shard: str, modality: str) -> tuple[list[str], list[str]]:
-    """(ids, texts) of a processed shard as decontamination sees them: the processed text, or what the
-    modality declares (`Modality.decont_text`: an audio clip's transcript and translation)."""
+def decont_text_batches(out: Path, source: str, shard: str, modality: str) -> Iterator[tuple[list[str], list[str]]]:
+    """(ids, texts) of a processed shard as decontamination sees them, in bounded batches
+    (`curation.corpus.stream`): the processed text, or what the modality declares (`Modality.decont_text`:
+    an audio clip's transcript and translation)."""
     m = MODALITIES[modality]
-    cols = ["id", "text"] if m.decont_text is None else ["id", "text", "meta"]
-    t = pq.read_table(processed_path(out, source, shard), columns=cols)
-    texts = t.column("text").to_pylist()
-    if m.decont_text is not None:
-        texts = [m.decontaminated_text(x, meta) for x, meta in zip(texts, t.column("meta").to_pylist())]
-    return t.column("id").to_pylist(), texts
+    cols = ("id", "text") if m.decont_text is None else ("id", "text", "meta")
+    for batch in column_batches(processed_path(out, source, shard), cols):
+        texts = batch["text"]
+        if m.decont_text is not None:
+            texts = [m.decontaminated_text(x, meta) for x, meta in zip(texts, batch["meta"])]
+        yield batch["id"], texts
 
 
 def run_decont(out: Path, node: Node) -> dict:
+    """Flags of one shard. Its documents are matched in batches (`curation.corpus.stream`), each batch
+    against every index shard in turn, so the task holds one batch of text and n-gram hashes, one index
+    shard and the flags, never the shard's text."""
     out_dir, spec = out, node.spec
     items = pq.read_table(decont_dir(out_dir) / "items.parquet", columns=["benchmark", "item_id", "ngrams"])
     bench, item_ids, ngrams = (items.column(c).to_pylist() for c in ("benchmark", "item_id", "ngrams"))
-    ids, texts = decont_texts(out_dir, node.source, node.shard, spec.get("modality", "text"))
+    modality = spec.get("modality", "text")
     shingler = Shingler.cached(spec["ngram"], "eng")
-    hashes = [shingler(t) for t in texts]
-    rows = []
-    for rid, found in zip(ids, match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
-        if not found:
-            continue
-        # the best item: highest share of its n-grams, then most n-grams, then first in the registry
-        it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
-        ratio = c / ngrams[it]
-        if ratio >= spec["threshold"]:
-            rows.append({"source": node.source, "shard": node.shard, "id": rid, "benchmark": bench[it],
-                         "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
-                         "ratio": round(ratio, 6)})
+    rows, documents = [], 0
+    for ids, texts in decont_text_batches(out_dir, node.source, node.shard, modality):
+        documents += len(ids)
+        hashes = [shingler(t) for t in texts]
+        for rid, found in zip(ids, match(hashes, decont_dir(out_dir) / "index", spec["shards"])):
+            if not found:
+                continue
+            # the best item: highest share of its n-grams, then most n-grams, then first in the registry
+            it, c = max(found.items(), key=lambda kv: (kv[1] / ngrams[kv[0]], kv[1], -kv[0]))
+            ratio = c / ngrams[it]
+            if ratio >= spec["threshold"]:
+                rows.append({"source": node.source, "shard": node.shard, "id": rid, "benchmark": bench[it],
+                             "item": it, "item_id": item_ids[it], "overlap": c, "item_ngrams": ngrams[it],
+                             "ratio": round(ratio, 6)})
     if spec.get("image"):
         rows = _image_flags(out_dir, node, rows, bench, item_ids)
     path = flags_path(out_dir, node.source, node.shard)
     atomic_write_parquet(path, pa.Table.from_pylist(rows, schema=FLAG_SCHEMA))
-    return {"documents": len(ids), "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
+    return {"documents": documents, "flagged": len(rows), "outputs": [str(path.relative_to(out_dir))]}
 
 
 def _image_flags(out: Path, node: Node, rows: list[dict], bench: list, item_ids: list) -> list[dict]:

@@ -100,31 +100,49 @@ class DecontPhase(CorpusPhase):
         return {"decont_index": run_decont_index, "decont": run_decont, "decont_resolve": self.resolve}
 
     def resolve(self, out: Path, node: Node) -> dict:
+        """Streams over the shards' flags (read again per pass, never all held): the counts the guard needs,
+        the review export, then each shard's drop list. Nothing here relates one flag to another, so
+        there is nothing to partition: memory is one shard's flags, the `_CAP` samples the review page
+        shows and a count per source and benchmark."""
         spec, shards = node.spec, [tuple(s) for s in node.spec["shards"]]
-        flags = pa.concat_tables([pq.read_table(flags_path(out, s, sh)) for s, sh in shards]).to_pylist() \
-            if shards else []
         cleared = set(spec["false_positives"])
-        for f in flags:
-            f["status"] = "readmitted" if f"{f['source']}/{f['id']}" in cleared else "removed"
+
+        def shard_flags(s: str, sh: str) -> list[dict]:
+            flags = pq.read_table(flags_path(out, s, sh)).to_pylist()
+            for f in flags:
+                f["status"] = "readmitted" if f"{f['source']}/{f['id']}" in cleared else "removed"
+            return flags
+
+        flagged, removed, by_bench = 0, Counter(), {}
+        for s, sh in shards:
+            for f in shard_flags(s, sh):
+                flagged += 1
+                if f["status"] == "removed":
+                    removed[f["source"]] += 1
+                    by_bench.setdefault(f["source"], Counter())[f["benchmark"]] += 1
         documents = Counter()
         for s, sh in shards:
             documents[s] += pq.ParquetFile(processed_path(out, s, sh)).metadata.num_rows
-        review = write_review(out, flags, spec["ngram"], spec.get("modalities", {}))
-        removed = [f for f in flags if f["status"] == "removed"]
-        for source, n in sorted(Counter(f["source"] for f in removed).items()):
+        review = write_review(out, ((s, sh, shard_flags(s, sh)) for s, sh in shards), spec["ngram"],
+                              spec.get("modalities", {}))
+        for source, n in sorted(removed.items()):
             rate = n / max(documents[source], 1)
             if rate > spec["max_removal_rate"] and source not in spec["acknowledge"]:
-                top = Counter(f["benchmark"] for f in removed if f["source"] == source).most_common(3)
+                top = by_bench[source].most_common(3)
                 raise DecontaminationGuard(
                     f"decontamination would remove {rate:.1%} of source {source!r} ({n} of {documents[source]} "
                     f"documents), above the cap of {spec['max_removal_rate']:.0%}; top matched benchmarks: "
                     f"{', '.join(f'{b} ({c})' for b, c in top)}. Review {review}: if the matches are real, add "
                     f"{source!r} to decontamination.acknowledge; if not, list the cleared samples in "
                     f"decontamination.false_positives (as source/id)")
-        drops = self.write_drops(out, shards, [f | {"reason": f"contaminated:{f['benchmark']}",
-                                                    "detail": f"{f['benchmark']}:{f['item_id']} ({f['ratio']:.0%} of the item)"}
-                                               for f in removed])
-        return {"flagged": len(flags), "removed": len(removed), "readmitted": len(flags) - len(removed),
+        drops = []
+        for s, sh in shards:
+            drops += self.write_drops(out, [(s, sh)], [
+                f | {"reason": f"contaminated:{f['benchmark']}",
+                     "detail": f"{f['benchmark']}:{f['item_id']} ({f['ratio']:.0%} of the item)"}
+                for f in shard_flags(s, sh) if f["status"] == "removed"])
+        total = sum(removed.values())
+        return {"flagged": flagged, "removed": total, "readmitted": flagged - total,
                 "outputs": [*drops, str(review.relative_to(out)), "review/decontamination.parquet"]}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict:
@@ -132,30 +150,36 @@ class DecontPhase(CorpusPhase):
         benchmarks = [{"run": run, "benchmark": b["name"], "sha256": b["sha256"], "fields": ", ".join(b["fields"]),
                        "items": b.get("items", 0), "unindexable": b.get("unindexable", 0)}
                       for b in markers[index.key]["benchmarks"]]
-        flags = pq.read_table(review_dir(out) / "decontamination.parquet",
-                              columns=["source", "benchmark", "status"]).to_pylist()
+        counts: dict[str, dict[str, Counter]] = {}   # source -> benchmark -> status -> flags
+        review = pq.ParquetFile(review_dir(out) / "decontamination.parquet")
+        for group in range(review.num_row_groups):
+            t = review.read_row_group(group, columns=["source", "benchmark", "status"]).to_pydict()
+            for source, bench, status in zip(t["source"], t["benchmark"], t["status"]):
+                counts.setdefault(source, {}).setdefault(bench, Counter())[status] += 1
         rows = [r for source, steps in totals.items() if self.step in steps
-                for r in table_h2(run, source, steps[self.step], [f for f in flags if f["source"] == source])]
+                for r in table_h2(run, source, steps[self.step], counts.get(source, {}))]
         return {"benchmarks": benchmarks, "decontamination": rows}
 
 
-def table_h2(run: str, source: str, step, flags: list[dict]) -> list[dict]:
+def table_h2(run: str, source: str, step, flags: dict[str, Counter]) -> list[dict]:
     """Apertus 1.5 Table H.2 per source and benchmark, plus the review: flagged, re-admitted, removed.
 
-    `original` counts the documents that reached the step (after dedup); `flagged` and `readmitted`
-    count over all processed documents of the source (a flagged duplicate may already be gone)."""
+    `flags`: benchmark -> counts by review status of the source's flags. `original` counts the documents
+    that reached the step (after dedup); `flagged` and `readmitted` count over all processed documents of
+    the source (a flagged duplicate may already be gone)."""
     removed = {r.removeprefix("contaminated:"): n for r, n in step.dropped.items()}
     out = []
-    for bench in sorted({f["benchmark"] for f in flags} | set(removed)):
-        mine = [f for f in flags if f["benchmark"] == bench]
+    for bench in sorted(set(flags) | set(removed)):
+        mine = flags.get(bench, Counter())
         n = removed.get(bench, 0)
         out.append({"run": run, "source": source, "benchmark": bench, "original": step.records_in,
-                    "flagged": len(mine), "readmitted": sum(f["status"] == "readmitted" for f in mine),
+                    "flagged": sum(mine.values()), "readmitted": mine["readmitted"],
                     "removed": n, "final": step.records_in - n,
                     "pct_removed": round(100 * n / max(step.records_in, 1), 4)})
     total = sum(removed.values())
     out.append({"run": run, "source": source, "benchmark": "(all)", "original": step.records_in,
-                "flagged": len(flags), "readmitted": sum(f["status"] == "readmitted" for f in flags),
+                "flagged": sum(sum(c.values()) for c in flags.values()),
+                "readmitted": sum(c["readmitted"] for c in flags.values()),
                 "removed": total, "final": step.records_out,
                 "pct_removed": round(100 * total / max(step.records_in, 1), 4)})
     return out

@@ -5,15 +5,17 @@ false positive lists it as `source/id` in `decontamination.false_positives`; the
 from __future__ import annotations
 
 import html
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_bytes, atomic_write_parquet
+from curation.core.atomic import atomic_write_bytes
 from curation.core.layout import decont_dir
 from curation.corpus.decont.index import overlap_words
-from curation.corpus.decont.match import decont_texts
+from curation.corpus.decont.match import decont_text_batches
 from curation.steps.text.minhash import Shingler
 
 _CAP = 400  # flagged samples shown in the page (all are in the Parquet file)
@@ -34,25 +36,50 @@ def _highlight(words: list[str], marks: list[bool]) -> str:
     return " ".join(out)
 
 
-def write_review(out: Path, flags: list[dict], n: int, modalities: dict[str, str] | None = None) -> Path:
-    """`modalities`: source -> modality, for the text each sample was matched on (`decont_texts`)."""
+REVIEW_SCHEMA = pa.schema(
+    [("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("benchmark", pa.string()),
+     ("item", pa.int64()), ("item_id", pa.string()), ("overlap", pa.int64()), ("item_ngrams", pa.int64()),
+     ("ratio", pa.float64()), ("status", pa.string()), ("text", pa.string()), ("item_text", pa.string())])
+
+
+def _page_order(r: dict) -> tuple:
+    return (-r["ratio"], r["source"], r["id"])
+
+
+def write_review(out: Path, shard_flags: Iterable[tuple[str, str, list[dict]]], n: int,
+                 modalities: dict[str, str] | None = None) -> Path:
+    """`shard_flags`: (source, shard, its flags with `status`) per shard, in canonical order; `modalities`:
+    source -> modality, for the text each sample was matched on (`decont_text_batches`). Streams: the
+    Parquet file gets one row group per shard with flags, and only the `_CAP` samples the page shows are
+    held (texts are read from the processed shard in batches, keeping the flagged ones)."""
     item_table = pq.read_table(decont_dir(out) / "items.parquet", columns=["text", "phash"])
     items, phashes = item_table.column("text").to_pylist(), item_table.column("phash").to_pylist()
-    texts: dict[tuple[str, str, str], str] = {}
-    for source, shard in sorted({(f["source"], f["shard"]) for f in flags}):
-        wanted = {f["id"] for f in flags if (f["source"], f["shard"]) == (source, shard)}
-        for rid, text in zip(*decont_texts(out, source, shard, (modalities or {}).get(source, "text"))):
-            if rid in wanted:
-                texts[(source, shard, rid)] = text
-    rows = [f | {"text": texts[(f["source"], f["shard"], f["id"])], "item_text": items[f["item"]]} for f in flags]
     folder = out / "review"
-    atomic_write_parquet(folder / "decontamination.parquet", pa.Table.from_pylist(rows, schema=pa.schema(
-        [("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("benchmark", pa.string()),
-         ("item", pa.int64()), ("item_id", pa.string()), ("overlap", pa.int64()), ("item_ngrams", pa.int64()),
-         ("ratio", pa.float64()), ("status", pa.string()), ("text", pa.string()), ("item_text", pa.string())])))
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "decontamination.parquet"
+    tmp = target.with_name(target.name + ".tmp")
+    writer = pq.ParquetWriter(tmp, REVIEW_SCHEMA)
+    shown, total = [], 0
+    try:
+        for source, shard, flags in shard_flags:
+            if not flags:
+                continue
+            wanted, texts = {f["id"] for f in flags}, {}
+            for ids, batch in decont_text_batches(out, source, shard, (modalities or {}).get(source, "text")):
+                texts.update((rid, t) for rid, t in zip(ids, batch) if rid in wanted)
+            rows = [f | {"text": texts[f["id"]], "item_text": items[f["item"]]} for f in flags]
+            writer.write_table(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA))
+            total += len(rows)
+            shown = sorted(shown + rows, key=_page_order)[:_CAP]   # stable: ties keep canonical order
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    writer.close()
+    os.replace(tmp, target)
     shingler = Shingler(n)
     cards = []
-    for r in sorted(rows, key=lambda r: (-r["ratio"], r["source"], r["id"]))[:_CAP]:
+    for r in shown:
         if phashes[r["item"]] is not None:  # an image match: there are no n-grams to highlight
             cards.append(
                 f"<section class='{r['status']}'><h2>{html.escape(r['source'])}/{html.escape(r['id'])} · "
@@ -77,8 +104,8 @@ def write_review(out: Path, flags: list[dict], n: int, modalities: dict[str, str
         "max-height:22em;overflow:auto;background:#fafafa;padding:.6em}mark{background:#ffd54f}"
         "section{border-top:1px solid #ddd;padding-top:.5em}section.readmitted h2{color:#2e7d32}"
         "h2{font-size:15px}h3{font-size:13px;margin:.2em 0}</style>"
-        f"<h1>Decontamination review</h1><p>{len(rows)} flagged sample(s); highest overlap first"
-        f"{f', the first {_CAP} shown' if len(rows) > _CAP else ''}. Highlighted: the {n}-grams the sample and "
+        f"<h1>Decontamination review</h1><p>{total} flagged sample(s); highest overlap first"
+        f"{f', the first {_CAP} shown' if total > _CAP else ''}. Highlighted: the {n}-grams the sample and "
         "the item share (normalised text). To keep a false positive, add <code>source/id</code> to "
         "<code>decontamination.false_positives</code> in the recipe.</p>" + "".join(cards)).encode())
     return page

@@ -1,0 +1,58 @@
+"""Compare two output folders of the same recipe, run by two versions of curate: exit 0 only when
+`tokenized/` and `manifests/` are byte-identical, every ledger table holds the same rows (the `seconds`
+column aside: timings), every phase's drop lists hold the same rows and the decontamination review the
+same rows and page.
+
+    python tests/benchmarks/compare_outputs.py OUT_A OUT_B
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+
+def _files(root: Path, sub: str) -> dict[Path, Path]:
+    base = root / sub
+    return {p.relative_to(base): p for p in base.rglob("*") if p.is_file()}
+
+
+def _rows(path: Path) -> list[dict]:
+    return [{c: v for c, v in r.items() if c != "seconds"} for r in pq.read_table(path).to_pylist()]
+
+
+def compare(a: Path, b: Path) -> list[str]:
+    problems = []
+    for sub in ("tokenized", "manifests"):
+        fa, fb = _files(a, sub), _files(b, sub)
+        problems += [f"{sub}/{k}: only in one folder" for k in sorted(set(fa) ^ set(fb))]
+        problems += [f"{sub}/{k}: bytes differ" for k in sorted(set(fa) & set(fb))
+                     if fa[k].read_bytes() != fb[k].read_bytes()]
+        print(f"{sub}: {len(set(fa) & set(fb))} files compared")
+    la, lb = _files(a, "ledger"), _files(b, "ledger")
+    tables = [k for k in sorted(la) if k.suffix == ".parquet"]
+    problems += [f"ledger/{k}: only in one folder" for k in sorted(set(la) ^ set(lb)) if k.suffix == ".parquet"]
+    problems += [f"ledger/{k}: rows differ" for k in tables if k in lb and _rows(la[k]) != _rows(lb[k])]
+    print(f"ledger: {len(tables)} tables compared")
+    da = {p.relative_to(a): p for p in (a / "work").glob("*/drops/*/*.parquet")}
+    db = {p.relative_to(b): p for p in (b / "work").glob("*/drops/*/*.parquet")}
+    problems += [f"{k}: only in one folder" for k in sorted(set(da) ^ set(db))]
+    problems += [f"{k}: rows differ" for k in sorted(set(da) & set(db)) if _rows(da[k]) != _rows(db[k])]
+    dropped = sum(pq.read_metadata(p).num_rows for p in da.values())
+    print(f"drop lists: {len(set(da) & set(db))} compared, {dropped} dropped records")
+    review = Path("review") / "decontamination.parquet"
+    if (a / review).is_file() or (b / review).is_file():
+        if _rows(a / review) != _rows(b / review):
+            problems.append(f"{review}: rows differ")
+        page = Path("review") / "decontamination.html"
+        if (a / page).read_bytes() != (b / page).read_bytes():
+            problems.append(f"{page}: bytes differ")
+        print(f"review: {len(_rows(a / review))} flagged samples compared")
+    return problems
+
+
+if __name__ == "__main__":
+    found = compare(Path(sys.argv[1]), Path(sys.argv[2]))
+    print("\n".join(found) or "identical")
+    sys.exit(1 if found else 0)

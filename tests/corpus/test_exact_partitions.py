@@ -1,0 +1,124 @@
+"""Exact dedup partitioned by hash range gives the drop lists of the sequential rule it replaced
+(`tests/corpus/exact_oracle.py`), for any partition count and shard order, in memory and as tasks."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curation.core.hashing import content_hash
+from curation.core.layout import drops_path, processed_path
+from curation.core.node import Node
+from curation.core.urls import normalize_url
+from curation.corpus.exact import ExactPhase, part_shared, resolve_duplicates, run_keys, run_part
+from curation.corpus.partition import range_slice, resolve, shard_keys, sort_keys
+from curation.steps.droplist import read_drops
+from tests.corpus.exact_oracle import sequential_duplicates
+
+
+def generated(seed: int, n_shards: int = 9, per: int = 250, texts: int = 160, urls: int = 140):
+    """Shards of 3 sources in canonical order, dense in exact copies, URL re-crawls and chains of both
+    (a copy of a record that was itself dropped as a re-crawl, a re-crawl of a copy, ...)."""
+    rng = random.Random(seed)
+    shards = []
+    for s in range(n_shards):
+        source = f"s{s % 3}"
+        hashes = [content_hash(f"text {rng.randrange(texts)}") for _ in range(per)]
+        links = [None if rng.random() < 0.25 else normalize_url(f"https://site{rng.randrange(9)}.example/"
+                                                                f"{rng.randrange(urls)}") for _ in range(per)]
+        shards.append((source, f"{s:05d}", hashes, [f"{source}-{s}-{i}" for i in range(per)], links))
+    return sorted(shards, key=lambda sh: (sh[0], sh[1]))
+
+
+@pytest.mark.parametrize("scope", ["global", "source"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_any_partition_count_gives_the_sequential_rule(seed, scope):
+    shards = generated(seed)
+    want = sequential_duplicates(shards, scope)
+    assert {r["reason"] for r in want} == {"exact_duplicate", "url_duplicate"}
+    for parts in (1, 2, 3, 7, 16, 100):
+        assert resolve_duplicates(shards, scope, parts) == want, parts
+
+
+def test_the_order_shards_reach_a_part_does_not_matter():
+    shards = generated(3)
+    keys = [sort_keys(shard_keys(h, u)) for _, _, h, _, u in shards]
+    for part in range(4):
+        slices = [(n, 0, range_slice(k, part, 4)) for n, k in enumerate(keys)]
+        ref = resolve(part_shared(slices))
+        for trial in range(3):
+            random.Random(trial).shuffle(slices)
+            got = part_shared(slices)
+            assert np.array_equal(resolve(got), ref)
+
+
+def test_a_copy_of_a_dropped_recrawl_is_kept_and_owns_its_url():
+    """A(h1,u1) kept; B(h2,u1) re-crawl of A; C(h2,u2): its content's only earlier copy (B) was dropped,
+    so C is kept; D(h3,u2) is a re-crawl of C; E(h1,None) a copy of A."""
+    h = [content_hash(t) for t in ("one", "two", "three")]
+    u1, u2 = "https://a.example/1", "https://a.example/2"
+    shards = [("a", "0", [h[0], h[1]], ["A", "B"], [u1, u1]), ("a", "1", [h[1], h[2], h[0]], ["C", "D", "E"],
+                                                                  [u2, u2, None])]
+    rows = resolve_duplicates(shards, "global", 2)
+    assert [(r["id"], r["reason"], r["duplicate_of_id"]) for r in rows] == [
+        ("B", "url_duplicate", "A"), ("D", "url_duplicate", "C"), ("E", "exact_duplicate", "A")]
+    assert rows == sequential_duplicates(shards, "global")
+
+
+def _write_processed(out, shards, url_field="url"):
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("meta", pa.string()),
+                        ("content_hash", pa.binary(16))])
+    for source, shard, hashes, ids, links in shards:
+        path = processed_path(out, source, shard)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = [json.dumps({url_field: u} if u else {}) for u in links]
+        pq.write_table(pa.table({"id": ids, "text": ["x"] * len(ids), "meta": meta, "content_hash": hashes},
+                                schema=schema), path, row_group_size=64)
+
+
+@pytest.mark.parametrize("parts", [1, 5])
+def test_the_phase_tasks_write_the_sequential_rules_drop_lists(tmp_path, parts):
+    shards = generated(4, n_shards=6, per=300)
+    _write_processed(tmp_path, shards)
+    names = [(s, sh) for s, sh, *_ in shards]
+    for s, sh in names:
+        run_keys(tmp_path, Node("exact_keys", s, sh, "fp", spec={"url": "url"}))
+    for p in reversed(range(parts)):   # task order is not canonical order
+        run_part(tmp_path, Node("exact_part", None, f"text-{p:04d}", "fp", spec={
+            "modality": "text", "part": p, "partitions": parts, "scope": "global", "shards": names}))
+    phase = ExactPhase()
+    payload = phase.run(tmp_path, Node("exact", None, "text", "fp", spec={
+        "modality": "text", "partitions": parts, "shards": names}))
+    want = sequential_duplicates(shards, "global")
+    assert payload["duplicates"] == len(want)
+    for s, sh in names:
+        mine = [(r["id"], r["reason"], r["detail"]) for r in want if (r["source"], r["shard"]) == (s, sh)]
+        got = read_drops(drops_path(tmp_path, "exact", s, sh))
+        assert list(got.items()) == [(i, (r, d)) for i, r, d in mine]
+
+
+def test_the_partition_setting_plans_ranges_and_moves_no_fingerprint_of_the_result(tmp_path):
+    from curation.plan.graph import load_plan
+    from curation.recipe import load_recipe
+    from tests.conftest import english_doc, make_recipe, write_jsonl
+
+    files = [write_jsonl(tmp_path / f"{k}.jsonl", [{"id": f"{k}-{i}", "text": english_doc(10 * k + i)}
+                                                   for i in range(3)]) for k in range(4)]
+    plans = {}
+    for parts in (None, 3):
+        setting = f", partitions: {parts}" if parts else ""
+        recipe = make_recipe(tmp_path, {"a": files}, extra=f"dedup: {{exact: {{scope: global{setting}}}}}")
+        plans[parts] = load_plan(recipe)
+        fp = load_recipe(recipe).fingerprint
+        plans[parts].recipe_fp = fp
+    auto, three = plans[None], plans[3]
+    assert len([n for n in auto.nodes() if n.phase == "exact_part"]) == 4   # one per shard
+    assert len([n for n in three.nodes() if n.phase == "exact_part"]) == 3
+    final = {p: next(n for n in plan.nodes() if n.phase == "exact") for p, plan in plans.items()}
+    assert final[None].fingerprint == final[3].fingerprint         # the result does not depend on it
+    assert auto.recipe_fp == three.recipe_fp
+    assert [n.fingerprint for n in auto.tokenize] == [n.fingerprint for n in three.tokenize]
