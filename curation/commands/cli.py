@@ -3,6 +3,7 @@ command (`curation.commands.console`); a subcommand added with `add_parser` gets
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -157,16 +158,18 @@ def _cmd_demo(a) -> int:
 
 
 def _cmd_slurm(a) -> int:
-    from curation.commands.slurm import SlurmJob, submit, write_script
+    from curation.commands.slurm import SlurmJob, parse_port_range, submit, write_script
     job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
-                   cpus_per_node=a.cpus_per_node, partition=a.partition, time=a.time, job_name=a.job_name,
-                   port=a.port, join_timeout=a.join_timeout)
+                   cpus_per_node=a.cpus_per_node, gpus_per_node=a.gpus_per_node, exclusive=a.exclusive,
+                   partition=a.partition, time=a.time, job_name=a.job_name, port=a.port,
+                   worker_ports=parse_port_range(a.worker_ports), join_timeout=a.join_timeout)
+    job.check()   # a hostile or malformed value is refused (exit 2) before anything is looked up or written
     if not job.recipe.is_file():
         raise CurateError(f"recipe {a.recipe} not found")
     script = write_script(job, Path(a.script).resolve() if a.script else None)
     if a.dry_run:
         print(script.read_text(), end="")
-        print(f"# wrote {script}; submit it with: sbatch {script}", file=sys.stderr)
+        print(f"# wrote {script}; submit it with: sbatch {shlex.quote(str(script))}", file=sys.stderr)
         return 0
     print(f"{submit(script)} ({script})")
     return 0
@@ -274,11 +277,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("recipe")
     s.add_argument("--nodes", type=int, required=True, help="nodes in the allocation (the first one is the Ray head)")
     s.add_argument("--cpus-per-node", type=int, required=True, help="CPUs Ray uses on each node")
+    s.add_argument("--gpus-per-node", type=int, default=0,
+                   help="GPUs per node: Slurm's --gpus-per-node and `ray start --num-gpus` on every node (default 0)")
+    s.add_argument("--exclusive", action="store_true", help="whole nodes for the job (Slurm's --exclusive)")
     s.add_argument("--partition", default=None)
     s.add_argument("--time", default=None, help="Slurm time limit (HH:MM:SS or D-HH:MM)")
     s.add_argument("--out", default="out", help="output folder: must be on storage every node mounts at this path")
     s.add_argument("--job-name", default=None, help="default: curate-<recipe name>")
-    s.add_argument("--port", type=int, default=6379, help="the Ray head's GCS port (default 6379)")
+    s.add_argument("--port", type=int, default=6379,
+                   help="the Ray head's GCS port (default 6379); Ray's other ports on every node are the 7 after it and "
+                        "the worker ports: jobs sharing a node need --port values 1100 apart (README, 'Slurm')")
+    s.add_argument("--worker-ports", default=None, metavar="LOW-HIGH",
+                   help="ports of Ray's worker processes on every node (default: from port+100, 1000 of them or 4 "
+                        "per CPU when that is more)")
     s.add_argument("--join-timeout", type=int, default=300, help="seconds to wait for all nodes to join")
     s.add_argument("--script", default=None, help="where to write the script (default: OUT/slurm/JOB.sbatch)")
     s.add_argument("--dry-run", action="store_true", help="write and print the script; do not submit it")

@@ -18,6 +18,7 @@ from curation.mixture.planning import mark_inclusion, plan_recipe
 from curation.plan.graph import Plan, load_plan
 from curation.recipe import load_recipe
 from curation.report import write_report
+from curation.runtime.cluster import media_kinds
 from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
@@ -85,7 +86,8 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     # what tasks open by path on whichever node runs them (a cluster checks every node sees them)
     inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
-    with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs) as ex:
+    with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs,
+                           media=media_kinds(plan.recipe.recipe)) as ex:
         done = execute(plan, out, ex)
     write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())

@@ -14,9 +14,10 @@ as such, in a second, before `ray.init` retries.
 
 Every node runs curate's tasks from its own installation and reads and writes the output folder
 and the inputs at the driver's paths. `check_nodes` runs one probe task pinned to each node with
-CPUs: curate version and code digest, Python and the libraries that decide outputs, the output
-folder (the same folder: a file the driver writes must be visible there, and the node must be able
-to write one the driver then sees) and every input file (present, same size).
+CPUs: curate version and code digest, Python and the libraries that decide this recipe's outputs
+(`deciding_libraries`: a text-only recipe does not compare torch or lhotse), the output folder (the
+same folder: a file the driver writes must be visible there, and the node must be able to write one
+the driver then sees) and every input file (present, same size).
 """
 from __future__ import annotations
 
@@ -31,9 +32,13 @@ from pathlib import Path
 
 from curation.errors import CurateError
 
-# Libraries whose version can change a run's bytes; a node must have the driver's versions.
-DECIDING = ("datatrove", "tokenizers", "numpy", "pyarrow", "ftfy", "xxhash", "spacy", "fasttext-predict",
-            "fasttext-numpy2-wheel", "torch", "lhotse", "pillow", "imagehash", "soxr", "soundfile")
+# Libraries whose version can change a run's bytes; a node must have the driver's versions of those
+# the recipe uses: every recipe reads, filters and tokenizes text; media add their decoders and codecs.
+TEXT_LIBRARIES = ("datatrove", "tokenizers", "numpy", "pyarrow", "ftfy", "xxhash", "spacy", "fasttext-predict",
+                  "fasttext-numpy2-wheel")
+MEDIA_LIBRARIES = {"image": ("torch", "pillow", "imagehash"),
+                   "audio": ("torch", "lhotse", "soundfile", "soxr", "scipy")}   # scipy: the audio fingerprint
+DECIDING = tuple(dict.fromkeys(TEXT_LIBRARIES + sum(MEDIA_LIBRARIES.values(), ())))
 _DEFAULT_TOKEN = Path("~/.ray/auth_token")
 
 
@@ -143,12 +148,49 @@ def connect(address: str) -> None:
                           f"cluster's version ({ray.__version__} here)") from None
 
 
-def code_digest() -> str:
-    """sha256 over curate's own source files: two installs with one version may still differ."""
-    root = Path(__file__).resolve().parents[1]
+def media_kinds(recipe) -> set[str]:
+    """The media a recipe decodes: its image, interleaved (images) and audio sources, and the media that
+    text sources' conversations expand (`input.conversations.expand_media`)."""
+    kinds = set()
+    for src in recipe.sources:
+        kinds |= {"image": {"image"}, "interleaved": {"image"}, "audio": {"audio"}}.get(src.modality, set())
+        form = src.input.conversation_form()
+        kinds |= set(form.expand_media if form is not None else ())
+    return kinds
+
+
+def deciding_libraries(media: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The libraries whose versions decide the outputs of a recipe using `media`; None: all of them."""
+    if media is None:
+        return DECIDING
+    return tuple(dict.fromkeys(TEXT_LIBRARIES + tuple(d for m in sorted(media) for d in MEDIA_LIBRARIES[m])))
+
+
+def package_modules(root: Path) -> list[Path]:
+    """curate's own Python modules under `root` (the `curation` folder): the `.py` files of its regular
+    packages, which is what the wheel installs from a checkout (setuptools finds packages by their
+    `__init__.py`). Folders without one are not code: the wheel's `curation/data/` carries the recipes'
+    helper scripts (`recipes/**/*.py`, setup.py) that a checkout keeps outside the package."""
+    found, todo = [], [root]
+    while todo:
+        folder = todo.pop()
+        if not (folder / "__init__.py").is_file():
+            continue
+        for p in folder.iterdir():
+            if p.is_dir():
+                todo.append(p)
+            elif p.suffix == ".py":
+                found.append(p)
+    return sorted(found)
+
+
+def code_digest(root: Path | None = None) -> str:
+    """sha256 over curate's own modules (`package_modules`): two installs of one version may still differ,
+    and a wheel and a checkout of one commit agree."""
+    root = root or Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in package_modules(root):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -205,8 +247,9 @@ def node_probe(check_dir: str, nonce: str, node_id: str, inputs: dict[str, int])
     return report
 
 
-def problems(report: dict, driver: dict, out: Path) -> list[str]:
-    """What is wrong with one node's report, as sentences; empty when the node is fit."""
+def problems(report: dict, driver: dict, out: Path, libraries: Iterable[str] = DECIDING) -> list[str]:
+    """What is wrong with one node's report, as sentences; empty when the node is fit. Only `libraries`
+    (`deciding_libraries` of the recipe's media) are compared: a node reports all it has."""
     bad = []
     env = report.get("env")
     if env is None:
@@ -218,8 +261,8 @@ def problems(report: dict, driver: dict, out: Path) -> list[str]:
                        f"(code {driver['code']}); install the same build on every node")
         if env["python"] != driver["python"]:
             bad.append(f"Python {env['python']}, the driver {driver['python']}")
-        libs = [f"{d} {v or 'absent'} (driver {driver['libs'].get(d) or 'absent'})"
-                for d, v in sorted(env["libs"].items()) if v != driver["libs"].get(d)]
+        libs = [f"{d} {env['libs'].get(d) or 'absent'} (driver {driver['libs'].get(d) or 'absent'})"
+                for d in sorted(libraries) if env["libs"].get(d) != driver["libs"].get(d)]
         if libs:
             bad.append("other library versions: " + ", ".join(libs))
     if report["out"] == "missing":
@@ -239,8 +282,10 @@ def problems(report: dict, driver: dict, out: Path) -> list[str]:
     return bad
 
 
-def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0) -> list[dict]:
-    """Probe every alive node with CPUs; raise CurateError naming each unfit node and why."""
+def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
+                media: Iterable[str] | None = None) -> list[dict]:
+    """Probe every alive node with CPUs; raise CurateError naming each unfit node and why. `media`: the
+    recipe's (`media_kinds`), which decide the libraries compared; None compares every deciding one."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -273,7 +318,7 @@ def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0) -> li
             except Exception as e:  # noqa: BLE001 - a node whose worker dies is unfit
                 failures.append(f"{name}): the check task failed: {e}")
                 continue
-            bad = problems(report, driver, out)
+            bad = problems(report, driver, out, deciding_libraries(media))
             if report["out"] == "ok" and not (check_dir / n["NodeID"]).is_file():
                 bad.append(f"a file it wrote into {out} is not visible to the driver; {out} must be shared")
             failures += [f"{name}, host {report['host']}): {b}" for b in bad]

@@ -28,12 +28,13 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True,
-                 out: Path | None = None, inputs: Sequence[Path] = ()):
-        """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry)."""
+                 out: Path | None = None, inputs: Sequence[Path] = (), media: set[str] | None = None):
+        """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry), and
+        have the driver's versions of the libraries that the recipe's `media` use (`cluster.media_kinds`)."""
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.progress = progress
-        self.out, self.inputs = out, inputs
+        self.out, self.inputs, self.media = out, inputs, media
         self._started = False
 
     def __enter__(self) -> "RayExecutor":
@@ -49,7 +50,7 @@ class RayExecutor:
             self._started = True
             if self.out is not None:
                 try:
-                    nodes = cluster.check_nodes(self.out, self.inputs)
+                    nodes = cluster.check_nodes(self.out, self.inputs, media=self.media)
                 except BaseException:
                     ray.shutdown()
                     raise

@@ -109,3 +109,74 @@ def test_other_build_python_and_libraries_are_named():
                                 "out": "ok", "inputs": []}, driver, cluster.Path("/o"))
     assert missing == [f"curate cannot be imported (ModuleNotFoundError: No module named 'curation'); install "
                        f"curate=={driver['curate']} (and its extras) on every node"]
+
+
+def _node_with(libs: dict) -> dict:
+    driver = cluster.environment()
+    return {"env": {**driver, "libs": {**driver["libs"], **libs}}, "out": "ok", "inputs": []}
+
+
+def test_only_the_libraries_of_the_recipes_media_are_compared():
+    driver = cluster.environment()
+    driver["libs"].update({"torch": None, "lhotse": None, "pillow": None})      # a text-only driver
+    node = _node_with({"torch": "2.13.0", "lhotse": "1.33.0", "pillow": "11.0"})  # workers with the extras
+    text = cluster.deciding_libraries(set())
+    assert cluster.problems(node, driver, cluster.Path("/o"), text) == []
+    assert not {"torch", "lhotse", "pillow", "imagehash", "soxr", "soundfile"} & set(text)
+    [bad] = cluster.problems(node, driver, cluster.Path("/o"), cluster.deciding_libraries({"image"}))
+    assert bad == "other library versions: pillow 11.0 (driver absent), torch 2.13.0 (driver absent)"
+    [bad] = cluster.problems(node, driver, cluster.Path("/o"), cluster.deciding_libraries({"audio"}))
+    assert bad == "other library versions: lhotse 1.33.0 (driver absent), torch 2.13.0 (driver absent)"
+    # text libraries always count, whatever the media
+    [bad] = cluster.problems(_node_with({"tokenizers": "0.1"}), cluster.environment(), cluster.Path("/o"), text)
+    assert bad.startswith("other library versions: tokenizers 0.1 (driver ")
+
+
+@pytest.mark.parametrize("recipe,media", [("text", set()), ("acquisition", set()), ("images", {"image"}),
+                                          ("audio", {"audio"}), ("demo", {"image", "audio"})])
+def test_media_of_the_shipped_recipes(recipe, media):
+    from curation.recipe import load_recipe
+    from tests.conftest import REPO
+    assert cluster.media_kinds(load_recipe(REPO / "recipes" / f"{recipe}.yaml", resolve_inputs=False).recipe) == media
+
+
+def test_code_digest_ignores_the_wheels_data_files(tmp_path):
+    """A wheel carries `recipes/` and `tokenizers/` as `curation/data/` (setup.py), with the recipes' helper
+    scripts: a driver installed from the wheel and workers running a checkout of the same commit agree."""
+    import shutil
+
+    from tests.conftest import REPO
+    wheel = tmp_path / "site-packages" / "curation"
+    shutil.copytree(REPO / "curation", wheel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("recipes", "tokenizers"):
+        shutil.copytree(REPO / name, wheel / "data" / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    assert list((wheel / "data").rglob("*.py"))                    # the helper scripts are there
+    assert cluster.code_digest(wheel) == cluster.code_digest()
+    (wheel / "runtime" / "cluster.py").write_text("# another build\n")   # the package's own code still counts
+    assert cluster.code_digest(wheel) != cluster.code_digest()
+
+
+@pytest.mark.slow
+def test_code_digest_of_a_built_wheel_equals_the_checkouts(tmp_path):
+    """The real wheel (setup.py's build step), built from a copy of the tree so the checkout stays clean."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    from tests.conftest import REPO
+    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools in this environment")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src)
+    for name in ("curation", "recipes", "tokenizers"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
+    installed = tmp_path / "installed" / "curation"
+    assert list((installed / "data" / "recipes").rglob("*.py"))
+    assert cluster.code_digest(installed) == cluster.code_digest()
