@@ -80,7 +80,8 @@ class AudioProcessedWriter(ProcessedWriter):
     def close(self) -> list[Path]:
         files = super().close()
         self.shar.close()
-        return [*files, self.shar.folder / "cuts.000000.jsonl.gz"]
+        # every file of the Shar folder (lhotse names them: cuts.jsonl.gz, recording.tar with shard_size=None)
+        return [*files, *sorted(p for p in self.shar.folder.iterdir() if p.is_file())]
 
     def abort(self) -> None:
         super().abort()
