@@ -173,6 +173,10 @@ def _cmd_demo(a) -> int:
 
 def _cmd_slurm(a) -> int:
     from curation.commands.slurm import SlurmJob, submit, write_script
+    from curation.core.outloc import is_remote, parse_out
+    if is_remote(parse_out(a.out)):   # a URL would become a local folder named after its scheme
+        raise UsageError(f"--out {a.out}: the job writes its script, log and Ray token under --out, which must be a "
+                         f"shared folder; run `curate run --out {a.out}` from a job of your own")
     job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
                    cpus_per_node=a.cpus_per_node, partition=a.partition, time=a.time, job_name=a.job_name,
                    port=a.port, join_timeout=a.join_timeout)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from curation.core.io import is_url
-from curation.core.layout import marker_path
+from curation.core.layout import decisions_path, marker_path, quarantine_path
 from curation.core.outloc import Remote, is_remote
 from curation.errors import UsageError
 
@@ -108,8 +108,15 @@ def check_recipe(out: Path | str, name: str, force: bool) -> bool:
 
 
 def stale_files(out: Path, markers: dict[str, dict]) -> list[Path]:
-    """Files under the task areas that no marker of this plan lists (markers of other nodes included)."""
+    """Files under the task areas that no marker of this plan lists (markers of other nodes included). A
+    record task's quarantine and decisions files count as its own even when its marker predates listing them
+    (an output written by an earlier curate)."""
     owned = {marker_path(out, k) for k in markers} | {out / p for m in markers.values() for p in m.get("outputs", [])}
+    for key in markers:
+        phase, _, rest = key.partition("/")
+        source, _, shard = rest.partition("/")
+        if phase in ("process", "tokenize") and shard:
+            owned |= {quarantine_path(out, source, shard, phase), decisions_path(out, source, shard, phase)}
     stale = []
     for area in TASK_AREAS:
         for p in sorted((out / area).rglob("*")):

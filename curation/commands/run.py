@@ -98,7 +98,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
     early = load_recipe(recipe_path, resolve_inputs=False)
     check_inputs(early, out)
     _make_output(out)
-    lock = OutputLock(out, recipe=early.recipe.name, started_at=started_at)
+    lock = OutputLock(out, notes=progress, recipe=early.recipe.name, started_at=started_at)
     try:
         lock.acquire()
     except OSError as e:   # a read-only folder: also a finished run's, which a re-run would rewrite

@@ -1,7 +1,7 @@
 """One run at a time per output: the lock `<out>/.curate-lock` (a lock object for an output URL).
 
-The lock names its holder: host, pid (with the process's start time, so a reused pid is not taken for
-the holder), recipe, recipe fingerprint (filled in once planning has computed it) and start time. A
+The lock names its holder: host (and machine id: containers may share a host name), pid (with the
+process's start time, so a reused pid is not taken for the holder), recipe, recipe fingerprint (filled in once planning has computed it) and start time. A
 second run is refused with that holder's description. A lock whose holder is gone (this host, no such
 process) is stale and taken over, with a note; one from another host is never taken over, because this
 machine cannot see whether that run still lives: the message says how to remove it.
@@ -19,12 +19,21 @@ import os
 import secrets
 import socket
 import sys
+import time
 from pathlib import Path
 
 from curation.core.outloc import Remote, is_remote
 from curation.errors import CurateError
 
 LOCK = ".curate-lock"
+
+
+def _machine() -> str:
+    """This machine: its host name and, where there is one, its machine id (containers may share names)."""
+    try:
+        return f"{socket.gethostname()}/{Path('/etc/machine-id').read_text().strip()}"
+    except OSError:
+        return socket.gethostname()
 
 
 def _started(pid: int) -> str | None:
@@ -50,11 +59,12 @@ def _alive(pid: int, started: str | None) -> bool:
 class OutputLock:
     """`with OutputLock(out, recipe=..., started_at=...) as lock:`; `lock.update(fingerprint=...)`."""
 
-    def __init__(self, out: Path | str, **fields):
-        self.out = out
+    def __init__(self, out: Path | str, notes: bool = True, **fields):
+        self.out, self.notes = out, notes
         self.remote = Remote(out) if is_remote(out) else None
         self.where = f"{out}/{LOCK}" if self.remote else str(Path(out) / LOCK)
-        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": _started(os.getpid()),
+        self.holder = {"host": socket.gethostname(), "machine": _machine(), "pid": os.getpid(),
+                       "pid_started": _started(os.getpid()),
                        "token": secrets.token_hex(8), "recipe": None, "fingerprint": None, "started_at": None,
                        **fields}
 
@@ -94,17 +104,25 @@ class OutputLock:
             Path(self.where).unlink(missing_ok=True)
 
     # -- protocol -----------------------------------------------------------------------------------
+    def _here(self, other: dict) -> bool:
+        return other.get("host") == self.holder["host"] and other.get("machine", self.holder["machine"]) == \
+            self.holder["machine"]
+
     def acquire(self) -> None:
-        for _ in range(5):
+        for attempt in range(5):
             if self._create():
                 return
             other = self._read()
             if other is None:
                 continue   # released in between: try again
-            if other.get("host") == self.holder["host"] and isinstance(other.get("pid"), int) \
+            if other == {} and attempt < 4:
+                time.sleep(0.2)   # its creator is still writing it
+                continue
+            if self._here(other) and isinstance(other.get("pid"), int) \
                     and not _alive(other["pid"], other.get("pid_started")):
-                print(f"note: {self.out}: taking over the stale lock of {describe(other)} (that process is no "
-                      f"longer running)", file=sys.stderr)
+                if self.notes:
+                    print(f"note: {self.out}: taking over the stale lock of {describe(other)} (that process is "
+                          f"no longer running)", file=sys.stderr)
                 self._remove()
                 continue
             raise CurateError(self._refusal(other))
@@ -112,7 +130,7 @@ class OutputLock:
 
     def _refusal(self, other: dict) -> str:
         held = f"{self.out} is in use by another curate run: {describe(other)}"
-        if other.get("host") == self.holder["host"]:
+        if self._here(other):
             return f"{held}; wait for it to finish (or stop it), then run again"
         how = f"delete the object {self.where}" if self.remote else f"remove the file {self.where}"
         return (f"{held}. This machine cannot tell whether that run is still going; if it is not, {how} and "
