@@ -44,9 +44,13 @@ def operator_fault(exc: BaseException | None) -> OSError | None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        wrapped = getattr(exc, "cause", None)   # Ray's task error (itself of the cause's class) wraps it
+        if isinstance(wrapped, BaseException):
+            exc = wrapped
+            continue
         if fault_errno(exc) in ADVICE:
             return exc
-        exc = exc.__cause__ or exc.__context__ or getattr(exc, "cause", None)
+        exc = exc.__cause__ or exc.__context__
     return None
 
 

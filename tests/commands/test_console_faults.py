@@ -31,9 +31,9 @@ def test_an_os_error_in_the_driver_is_a_sentence(capsys, code, advice):
 
 def _task_error(cause: OSError, ray: bool) -> CurateError:
     """What the executors raise: `task K failed: <repr>`, from the cause (local) or from Ray's wrapper."""
-    class RayTaskError(Exception):   # Ray's carries the task's exception as `.cause`
+    class RayTaskError(OSError):   # Ray's is of the cause's class too, and carries it as `.cause`
         def __init__(self, c):
-            super().__init__("remote traceback ...")
+            super().__init__(f"ray::run_node() ... OSError: [Errno 28] {c.strerror}: '{c.filename}'")
             self.cause = c
     err = CurateError(f"task tokenize/web/00001 failed: {cause!r}" + ("\nremote traceback ..." if ray else ""))
     if ray:

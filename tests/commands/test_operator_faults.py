@@ -74,7 +74,8 @@ def test_read_only_output_folder(tmp_path, tmpfs, capsys):
 
 
 @pytest.mark.slow
-def test_full_disk_says_so_and_the_resume_is_byte_identical(tmp_path, tmpfs, capsys):
+@pytest.mark.parametrize("executor", ["local", "ray"])   # Ray wraps the task's OSError: the sentence is the cause's
+def test_full_disk_says_so_and_the_resume_is_byte_identical(tmp_path, tmpfs, capsys, executor):
     mount, remount = tmpfs
     recipe = tiny_recipe(tmp_path / "r")
     reference = tmp_path / "reference"
@@ -82,7 +83,7 @@ def test_full_disk_says_so_and_the_resume_is_byte_identical(tmp_path, tmpfs, cap
     full = tmp_path / "full"
     mount(full, "size=160k")
     capsys.readouterr()
-    assert main(["run", str(recipe), "--out", str(full), "--executor", "local", "-q"]) == 1
+    assert main(["run", str(recipe), "--out", str(full), "--executor", executor, "--workers", "2", "-q"]) == 1
     err = _err(capsys)
     assert "no space left on the device: free space or choose a larger disk, then run the command again" in err
     assert f"{full}/" in err and "(errno 28)" in err and "(path not reported)" not in err
