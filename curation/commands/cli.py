@@ -136,7 +136,7 @@ def _cmd_train(a) -> int:
                       warmup_steps=a.warmup_steps if a.warmup_steps is not None else max(1, min(20, a.max_steps // 10)),
                       seed=a.seed,
                       checkpoint_every=a.checkpoint_every)
-    manifest, _ = _local_manifest(a.manifest, a.quiet)
+    manifest, fetched = _local_manifest(a.manifest, a.quiet)
     trainer = Trainer(manifest, a.out, cfg, ModelConfig.tiny())
     resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
     print(f"manifest {a.manifest}: verified; stage {trainer.manifest['stage']}, targets "
@@ -144,6 +144,9 @@ def _cmd_train(a) -> int:
     trainer.train()
     print(f"checkpoint: {trainer.checkpoint_path}\nlog: {trainer.out / 'train.jsonl'}\n"
           f"consumed tokens written back to the ledger table `consumed` (training {trainer.training_id})")
+    if fetched:
+        from curation.mixture.fetch import publish_writeback
+        print(publish_writeback(a.manifest, manifest))
     return 0
 
 

@@ -12,6 +12,8 @@ A stage index's `.bin` is not in the store (object stores have no links; `curati
 is recreated as a link to the source's shard the manifest names in `bin_of`. Then the hand-off's files
 and the ledger's `decisions` view are rewritten for the cache's location (`relocate_handoff`: the
 manifest's digests are location-independent), and verification runs on the cache as on any folder.
+`curate train` writes its consumed tokens into the cache's ledger; `publish_writeback` uploads that
+ledger's `consumed.parquet` and `ledger.duckdb` to the output, under the output's lock.
 """
 from __future__ import annotations
 
@@ -82,3 +84,25 @@ def fetch_manifest(url: str) -> Path:
         from curation.mixture.megatron import relocate_handoff
         relocate_handoff(target)
     return target
+
+
+def publish_writeback(url: str, local_manifest: Path) -> str:
+    """Upload the ledger a training run wrote its consumed tokens into (`consumed.parquet` and the
+    `ledger.duckdb` that must agree with it) from the cache to the output URL, holding the output's lock;
+    returns what was done, as a sentence."""
+    from curation.core.outlock import OutputLock
+
+    head = url.rpartition("/manifests/")[0]
+    ledger = local_manifest.parent.parent / "ledger"
+    lock = OutputLock(head, recipe="(curate train write-back)")
+    try:
+        lock.acquire()
+    except CurateError as e:
+        return f"consumed tokens are in {ledger}, not written back to {head}: {e}"
+    try:
+        remote = Remote(head)
+        for name in ("consumed.parquet", "ledger.duckdb"):
+            remote.put(ledger / name, f"ledger/{name}")
+    finally:
+        lock.release()
+    return f"consumed tokens written back to {head}/ledger"
