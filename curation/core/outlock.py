@@ -1,8 +1,8 @@
 """One run at a time per output: the lock `<out>/.curate-lock` (a lock object for an output URL).
 
 The lock names its holder: host (and machine id: containers may share a host name), pid (with the
-process's start time, so a reused pid is not taken for the holder), recipe, recipe fingerprint (filled in once planning has computed it) and start time. A
-second run is refused with that holder's description. A lock whose holder is gone (this host, no such
+process's start time, so a reused pid is not taken for the holder), recipe, recipe fingerprint (filled
+in once planning has computed it) and start time. A second run is refused with that holder's description. A lock whose holder is gone (this host, no such
 process) is stale and taken over, with a note; one from another host is never taken over, because this
 machine cannot see whether that run still lives: the message says how to remove it.
 

@@ -128,13 +128,15 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     for p in process:
         src = loaded.source(p.source)
         drops = drop_names([ph for ph, _ in phases], src)
-        droppers = [(name, drop_nodes[name][0].drop_node(drop_nodes[name][1], src)) for _, names in drops for name in names]
+        droppers = [(name, drop_nodes[name][0].drop_node(drop_nodes[name][1], src))
+                    for _, names in drops for name in names]
         reads = [[name, n.fingerprint] for name, n in droppers]
         encoder = encoder_spec(src, run)
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "encoder": encoder.settings, "reads": reads, "decisions": r.decisions})
         # deps: every node whose files it reads (its shard, and the drop lists of the phases covering it)
-        tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key, *dict.fromkeys(n.key for _, n in droppers)], spec={
+        deps = [p.key, *dict.fromkeys(n.key for _, n in droppers)]
+        tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=deps, spec={
             "source": p.spec["source"], "run": run, "drops": drops, "encoder": encoder.settings,
             "process_fingerprint": p.fingerprint, "decisions": r.decisions,
             "outputs": list(MODALITIES[src.modality].outputs(src))}))

@@ -1,7 +1,7 @@
 """Compare two output folders of the same recipe, run by two versions of curate: exit 0 only when
-`tokenized/` and `manifests/` are byte-identical, every ledger table holds the same rows (the `seconds`
-column and the other volatile ones aside: timings, run times, host, versions), every phase's drop lists hold the same rows and the decontamination review the
-same rows and page.
+`tokenized/` and `manifests/` are byte-identical, every ledger table holds the same rows (the volatile
+columns aside: timings, run times, host, library versions), every phase's drop lists hold the same rows
+and the decontamination review the same rows and page.
 
     python tests/benchmarks/compare_outputs.py OUT_A OUT_B
 """
