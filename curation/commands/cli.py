@@ -153,6 +153,9 @@ def _cmd_train(a) -> int:
 def _cmd_ablate(a) -> int:
     require("train", "curate ablate")
     from curation.commands.ablate import ablate
+    from curation.core.outloc import is_remote, parse_out
+    if is_remote(parse_out(a.out)):
+        raise UsageError(f"--out {a.out}: curate ablate trains on its run's shards in place; give a local folder")
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
     _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],

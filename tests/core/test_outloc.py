@@ -49,3 +49,12 @@ def test_file_url_runs_into_the_local_folder(tmp_path, monkeypatch):
     assert main(["run", str(recipe), "--out", f"file://{tmp_path}/o", "--executor", "local", "-q"]) == 0
     assert (tmp_path / "o" / "manifests" / "pretrain.json").is_file()
     assert not Path(tmp_path, "file:").exists()
+
+
+@pytest.mark.parametrize("cmd", [["slurm", "--nodes", "2", "--cpus-per-node", "2", "--dry-run"], ["ablate"]])
+def test_commands_that_need_a_folder_refuse_a_url(tmp_path, monkeypatch, capsys, cmd):
+    recipe = tiny_recipe(tmp_path / "r")
+    monkeypatch.chdir(tmp_path)
+    assert main([cmd[0], str(recipe), *cmd[1:], "--out", "s3://bkt/x"]) == 2
+    assert "--out s3://bkt/x:" in capsys.readouterr().err
+    assert not (tmp_path / "s3:").exists()
