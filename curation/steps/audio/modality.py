@@ -80,8 +80,7 @@ class AudioProcessedWriter(ProcessedWriter):
     def close(self) -> list[Path]:
         files = super().close()
         self.shar.close()
-        # every file of the Shar folder (lhotse names them: cuts.jsonl.gz, recording.tar with shard_size=None)
-        return [*files, *sorted(p for p in self.shar.folder.iterdir() if p.is_file())]
+        return [*files, *sorted(self.shar.folder.iterdir())]   # cuts and recordings: the codec reads both
 
     def abort(self) -> None:
         super().abort()
