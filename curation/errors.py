@@ -11,6 +11,10 @@ class CurateError(Exception):
     """Base class: a problem the user can fix (bad recipe, bad input, failed check)."""
 
 
+class UsageError(CurateError):
+    """Arguments that parse but do not make sense (an unknown ledger table, an --out that cannot be written)."""
+
+
 class RecipeError(CurateError):
     """The recipe is malformed: wrong type, unknown key or step, out-of-range value."""
 

@@ -33,24 +33,38 @@ def _cmd_explain(a) -> int:
 
 def _cmd_run(a) -> int:
     from curation.commands.run import run
-    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor)
+    res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor,
+              force=a.force)
     tok = sum(t["total_tokens"] for t in res.rows["tokens"])
     docs = sum(t["documents"] for t in res.rows["tokens"])
-    print(f"{docs:,} documents, {tok:,} tokens in {res.out / 'tokenized'}")
+    print(f"{docs:,} documents, {tok:,} tokens in {res.out}/tokenized")
     for m in res.manifests:
         print(f"manifest: {m}")
-    print(f"ledger:   {res.out / 'ledger' / 'ledger.duckdb'}")
+    print(f"ledger:   {res.out}/ledger/ledger.duckdb")
     print(f"report:   {res.report}")
     return 0
 
 
+def _local_manifest(manifest: str, quiet: bool) -> tuple[Path, bool]:
+    """(a local manifest path, whether it was fetched): a manifest URL is read through a local cache."""
+    from curation.core.outloc import is_remote
+    if not is_remote(manifest):
+        return Path(manifest), False
+    from curation.mixture.fetch import fetch_manifest
+    local = fetch_manifest(manifest)
+    if not quiet:
+        print(f"fetched {manifest} and what it names into {local.parent.parent}", file=sys.stderr)
+    return local, True
+
+
 def _cmd_verify(a) -> int:
     from curation.mixture.manifests import verify_manifest
-    if a.relocate:
+    manifest, fetched = _local_manifest(a.manifest, a.quiet)
+    if a.relocate and not fetched:   # a fetched copy is relocated to the cache already
         from curation.mixture.megatron import relocate_handoff
-        for path in relocate_handoff(Path(a.manifest)):
+        for path in relocate_handoff(manifest):
             print(f"rewrote {path}", file=sys.stderr)
-    for line in verify_manifest(Path(a.manifest)):
+    for line in verify_manifest(manifest):
         print(f"ok  {line}")
     print(f"{a.manifest}: verified")
     return 0
@@ -123,19 +137,26 @@ def _cmd_train(a) -> int:
                       warmup_steps=a.warmup_steps if a.warmup_steps is not None else max(1, min(20, a.max_steps // 10)),
                       seed=a.seed,
                       checkpoint_every=a.checkpoint_every)
-    trainer = Trainer(a.manifest, a.out, cfg, ModelConfig.tiny())
+    manifest, fetched = _local_manifest(a.manifest, a.quiet)
+    trainer = Trainer(manifest, a.out, cfg, ModelConfig.tiny())
     resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
     print(f"manifest {a.manifest}: verified; stage {trainer.manifest['stage']}, targets "
           f"{trainer.manifest['training']['targets']}; model {trainer.model.num_params():,} parameters{resumed}")
     trainer.train()
     print(f"checkpoint: {trainer.checkpoint_path}\nlog: {trainer.out / 'train.jsonl'}\n"
           f"consumed tokens written back to the ledger table `consumed` (training {trainer.training_id})")
+    if fetched:
+        from curation.mixture.fetch import publish_writeback
+        print(publish_writeback(a.manifest, manifest))
     return 0
 
 
 def _cmd_ablate(a) -> int:
     require("train", "curate ablate")
     from curation.commands.ablate import ablate
+    from curation.core.outloc import is_remote, parse_out
+    if is_remote(parse_out(a.out)):
+        raise UsageError(f"--out {a.out}: curate ablate trains on its run's shards in place; give a local folder")
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
     sets = [h["name"] for h in summary["heldout"]]
     _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],
@@ -159,6 +180,10 @@ def _cmd_demo(a) -> int:
 
 def _cmd_slurm(a) -> int:
     from curation.commands.slurm import SlurmJob, parse_port_range, submit, write_script
+    from curation.core.outloc import is_remote, parse_out
+    if is_remote(parse_out(a.out)):   # a URL would become a local folder named after its scheme
+        raise UsageError(f"--out {a.out}: the job writes its script, log and Ray token under --out, which must be a "
+                         f"shared folder; run `curate run --out {a.out}` from a job of your own")
     job = SlurmJob(recipe=Path(a.recipe).resolve(), out=Path(a.out).resolve(), nodes=a.nodes,
                    cpus_per_node=a.cpus_per_node, gpus_per_node=a.gpus_per_node, exclusive=a.exclusive,
                    partition=a.partition, time=a.time, job_name=a.job_name, port=a.port,
@@ -203,7 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("run", help="execute a recipe: shards, ledger, manifests, report")
     s.add_argument("recipe")
-    s.add_argument("--out", default="out", help="output folder (default: ./out)")
+    s.add_argument("--out", default="out", help="output folder or s3://BUCKET/PREFIX (default: ./out); one run "
+                   "at a time (lock file OUT/.curate-lock)")
+    s.add_argument("--force", action="store_true", help="replace the outputs of another recipe in --out (what "
+                   "this recipe does not produce is removed)")
     s.add_argument("--workers", type=int, default=None, help="parallel tasks (default: all CPUs)")
     s.add_argument("--address", default=None,
                    help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray); its token "
@@ -224,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_explain)
 
     s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")
-    s.add_argument("manifest")
+    s.add_argument("manifest", help="OUT/manifests/STAGE.json, or its s3:// URL (read through a local cache)")
     s.add_argument("--relocate", action="store_true",
                    help="first rewrite the paths the stage's hand-off files (and the ledger's decisions view) "
                         "name, for an output folder that was copied or moved")
@@ -249,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_report)
 
     s = sub.add_parser("train", help="train the reference hybrid model from a manifest; write consumed tokens back")
-    s.add_argument("manifest", help="a stage manifest written by `curate run` (OUT/manifests/STAGE.json)")
+    s.add_argument("manifest", help="a stage manifest written by `curate run` (OUT/manifests/STAGE.json, or its "
+                                    "s3:// URL: read through a local cache, consumed tokens written back there)")
     s.add_argument("--out", required=True, help="folder for the checkpoint and train.jsonl (resumes if present)")
     s.add_argument("--max-steps", type=int, default=200)
     s.add_argument("--batch-size", type=int, default=8)

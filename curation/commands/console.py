@@ -23,7 +23,8 @@ from contextlib import ExitStack, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
 from curation import __version__
-from curation.errors import CurateError, RecipeError, VerifyError
+from curation.core.faults import describe, operator_fault
+from curation.errors import CurateError, RecipeError, UsageError, VerifyError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RECIPE, EXIT_VERIFY, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 70, 130
 
@@ -39,10 +40,6 @@ EXIT_CODES_HELP = """exit codes:
 every command takes -v/--verbose (tracebacks, more detail; -vv: debug logging), -q/--quiet (no
 progress or notes on stderr; results and errors still print) and --log FILE (append what the
 command prints, and the traceback of a failure, to FILE)."""
-
-
-class UsageError(CurateError):
-    """Arguments that parse but do not make sense together (an unknown ledger table, a missing --output)."""
 
 
 def exit_code(error: BaseException) -> int:
@@ -173,9 +170,14 @@ class Session:
             return EXIT_INTERRUPTED
         except CurateError as e:
             self._trace(log)
-            print(f"curate: error: {e}", file=sys.stderr)
+            print(f"curate: error: {_task_fault(e)}", file=sys.stderr)
             return exit_code(e)
-        except Exception:   # noqa: BLE001 - a bug: say so, with the traceback, and a code of its own
+        except Exception as e:   # noqa: BLE001 - a bug (exit 70), unless it is an operator fault (exit 1)
+            fault = operator_fault(e)
+            if fault is not None:
+                self._trace(log)
+                print(f"curate: error: {describe(fault)}", file=sys.stderr)
+                return EXIT_FAILED
             print("curate: internal error (a bug in curate; please report it with this traceback):",
                   file=sys.stderr)
             traceback.print_exc(file=sys.stderr)
@@ -189,3 +191,13 @@ class Session:
             sys.stderr.write(text)
         elif log is not None:
             log.write(text)
+
+
+def _task_fault(e: CurateError) -> str:
+    """An executor's `task K failed: OSError(...)` (with Ray's remote traceback after it) as one sentence
+    naming the path and what to do; any other message as it is."""
+    text = str(e)
+    fault = operator_fault(e) if type(e) is CurateError else None
+    if fault is None or repr(fault) not in text:
+        return text
+    return text.split("\n", 1)[0].replace(repr(fault), describe(fault))

@@ -7,8 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curation.acquire.sources import acquire_all
+from curation.commands.outguard import check_inputs, check_recipe, remove_stale
 from curation.core.layout import ledger_dir, source_prefix
-from curation.errors import RunFailed
+from curation.core.outloc import Remote, is_remote, parse_out
+from curation.core.outlock import OutputLock
+from curation.errors import CurateError, RunFailed
 from curation.ledger import build_rows, write_ledger
 from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
@@ -20,6 +23,7 @@ from curation.recipe import load_recipe
 from curation.report import write_report
 from curation.runtime.cluster import media_kinds
 from curation.runtime.execute import execute
+from curation.runtime import mirror
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
 from curation.shards import read_index
@@ -31,7 +35,7 @@ EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
 
 @dataclass
 class RunResult:
-    out: Path
+    out: Path | str          # the output folder, or the output URL
     plan: Plan
     rows: dict
     manifests: list[Path]
@@ -70,16 +74,59 @@ def choose_executor(plan: Plan, executor: str, address: str | None, workers: int
     return auto_executor(size, len(plan.process), workers or os.cpu_count() or 1)
 
 
+def _make_output(out: Path | str) -> None:
+    """Create the output folder (or check the bucket), with one sentence when it cannot be written."""
+    if is_remote(out):
+        Remote(out).check()
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(out, e) from e
+
+
+def _unwritable(out: Path, e: OSError) -> CurateError:
+    return CurateError(f"cannot write the output folder {out} ({e.strerror}); give --out a writable folder "
+                       f"(a finished run's outputs can still be read there: curate verify, curate ledger)")
+
+
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
-        progress: bool = True, resolver=None, executor: str = "auto") -> RunResult:
-    """`resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
+        progress: bool = True, resolver=None, executor: str = "auto", force: bool = False) -> RunResult:
+    """`out`: a folder or an s3:// URL (`curation.core.outloc`). `force`: replace another recipe's outputs.
+    `resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
     started_at = utc_now()
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = parse_out(out)                    # a scheme that cannot be written: refused before anything exists
     early = load_recipe(recipe_path, resolve_inputs=False)
+    check_inputs(early, out)
+    _make_output(out)
+    lock = OutputLock(out, notes=progress, recipe=early.recipe.name, started_at=started_at)
+    try:
+        lock.acquire()
+    except OSError as e:   # a read-only folder: also a finished run's, which a re-run would rewrite
+        raise _unwritable(out, e) from e
+    try:
+        replaced = check_recipe(out, early.recipe.name, force)
+        if not is_remote(out):
+            return _run(recipe_path, out, out, early, lock, replaced, started_at, workers, address, progress,
+                        resolver, executor)
+        local = mirror.mirror_dir(out)      # the driver's copy of the output (see curation.runtime.mirror)
+        local.mkdir(parents=True, exist_ok=True)
+        mirror.retract(Remote(out))
+        return _run(recipe_path, out, local, early, lock, replaced, started_at, workers, address, progress,
+                    resolver, executor)
+    finally:
+        lock.release()
+
+
+def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool, started_at, workers, address,
+         progress, resolver, executor) -> RunResult:
+    """The run, with the lock held: tasks write `out` (a URL: they publish there), the driver works in `local`
+    (the output folder itself, or the driver's mirror of the URL, pushed at the end)."""
+    remote = Remote(out) if is_remote(out) else None
     if any(s.acquire for s in early.recipe.sources):
-        acquire_all(early, out / "raw", resolver=resolver)
-    plan = load_plan(recipe_path, raw_root=out / "raw")
+        acquire_all(early, local / "raw", resolver=resolver)
+    plan = load_plan(recipe_path, raw_root=local / "raw")
+    lock.update(fingerprint=plan.recipe.fingerprint)
     chosen, why = choose_executor(plan, executor, address, workers)
     if progress:
         print(f"executor: {chosen} ({why})", file=sys.stderr)
@@ -88,7 +135,31 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs,
                            media=media_kinds(plan.recipe.recipe)) as ex:
-        done = execute(plan, out, ex)
+        done = execute(plan, str(out) if remote else out, ex)
+    if remote:
+        mirror.pull(remote, local, done.markers)
+    if replaced:   # --force onto another recipe's output: its trainings' write-backs go with it
+        (ledger_dir(local) / "consumed.parquet").unlink(missing_ok=True)
+    remove_stale(local, done.markers, progress)
+    try:
+        result = _finish(plan, done, local, started_at, progress, root=out if remote else None)
+    except RunFailed:
+        if remote:   # its ledger and report (no manifest) are published too
+            mirror.push(remote, local, done.markers)
+        raise
+    if remote:
+        counts = mirror.push(remote, local, done.markers)
+        if progress:
+            print(f"published to {out}: {counts['uploaded']} file(s) uploaded, {counts['removed']} removed, "
+                  f"{counts['manifests']} manifest(s) last", file=sys.stderr)
+        result.out, result.report = out, f"{out}/{Path(result.report).relative_to(local)}"
+        result.manifests = [f"{out}/manifests/{Path(m).name}" for m in result.manifests]
+    result.executor = chosen
+    return result
+
+
+def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root) -> RunResult:
+    """Ledger, manifests and report from the tasks' markers (`out`: a local folder)."""
     write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())
     tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
@@ -105,12 +176,12 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         remove_manifests(out)
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
-    manifests = build_manifests(plan, stage_plans, rows, out)
+    manifests = build_manifests(plan, stage_plans, rows, out, root)
     report = write_report(rows, out)
     _warn(rows)
     if progress:
         print(f"done: {done.executed} task(s) run, {done.skipped} already complete", file=sys.stderr)
-    return RunResult(out, plan, rows, manifests, report, done.executed, done.skipped, chosen)
+    return RunResult(out, plan, rows, manifests, report, done.executed, done.skipped, "")
 
 
 def _warn(rows: dict) -> None:

@@ -11,11 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curation.core.faults import named
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
+    with named(tmp):
+        tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -26,7 +29,8 @@ def atomic_write_json(path: Path, obj) -> None:
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
+    with named(tmp):
+        pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
 
 
@@ -43,7 +47,7 @@ def save_array(path: Path, array: np.ndarray) -> dict:
     """Write an array as `.npy` atomically (no pickling); returns {"sha256": ...}."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with named(tmp), open(tmp, "wb") as f:
         np.save(f, array, allow_pickle=False)
     tmp.replace(path)
     return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
@@ -53,5 +57,6 @@ def atomic_write_npz(path: Path, **arrays: np.ndarray) -> None:
     """Write arrays as one uncompressed `.npz` atomically (no pickling)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")   # np.savez appends .npz to names without it
-    np.savez(tmp, **arrays)
+    with named(tmp):
+        np.savez(tmp, **arrays)
     os.replace(tmp, path)

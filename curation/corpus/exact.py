@@ -178,7 +178,7 @@ class ExactPhase(CorpusPhase):
             finals.append(Node("exact", None, modality, fingerprint(
                 {"v": CODE_EPOCH, "phase": "exact", "cfg": cfg,
                  "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-                deps=[n.key for n in mine_parts],
+                deps=[n.key for n in mine_parts] + [p.key for p in process],   # it reads the shards' ids
                 spec={"modality": modality, "partitions": n_parts, "shards": shards}))
             keys += mine
             parts += mine_parts

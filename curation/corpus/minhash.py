@@ -264,7 +264,7 @@ class MinHashPhase(CorpusPhase):
         survivor = {} if cfg.keep == "earliest" else {"keep": cfg.keep, "score_field": cfg.score_field}
         clusters = Node("clusters", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands], **survivor}),
-            deps=[n.key for n in bands], spec=band_spec)
+            deps=[n.key for n in bands + signatures + process], spec=band_spec)   # edges, sizes, ids and scores
         return [signatures, bands, [clusters]]
 
     def runners(self):

@@ -14,7 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from curation.errors import VerifyError
+from curation.errors import UsageError, VerifyError
 
 FORMAT = "curate-manifest/2"
 NOT_DIGESTED = ("merkle_root", "field_digests")
@@ -101,7 +101,13 @@ def load_manifest(path: Path) -> dict:
     try:
         m = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise VerifyError(f"{path}: manifest not found") from None
+        raise VerifyError(f"{path}: manifest not found; give a manifest a run wrote (OUT/manifests/STAGE.json)") \
+            from None
+    except IsADirectoryError:
+        found = sorted(str(p) for p in Path(path).glob("manifests/*.json")) or \
+            sorted(str(p) for p in Path(path).glob("*.json"))
+        raise UsageError(f"{path} is a folder; give a manifest file"
+                         + (f", e.g. {found[0]}" if found else " (OUT/manifests/STAGE.json)")) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise VerifyError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:

@@ -133,8 +133,10 @@ def _vocabulary(v) -> dict:
             "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks], "reserved": v.reserved}
 
 
-def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path) -> list[Path]:
-    """One manifest and one Megatron hand-off per training stage, frozen by a stage fingerprint."""
+def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
+                    root: Path | str | None = None) -> list[Path]:
+    """One manifest and one Megatron hand-off per training stage, frozen by a stage fingerprint (`root`:
+    where the hand-off's files name the output, when it is published elsewhere)."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
@@ -149,7 +151,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
         _plans(sp, sources, stage_fp, mdir)
         long_context = _long_context(sp, mdir)
         megatron = write_handoff(out, mdir, stage.name, stage.seq_length, sources,
-                                 sp.long_context.packing if sp.long_context else None, vocabulary)
+                                 sp.long_context.packing if sp.long_context else None, vocabulary, root)
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
             "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,

@@ -40,6 +40,7 @@ import numpy as np
 from curation.core.atomic import atomic_write_bytes
 from curation.core.hashing import sha256_file
 from curation.core.layout import megatron_dir
+from curation.errors import CurateError
 from curation.mixture.sampling import read_plan
 from curation.shards.indexed import IndexedWriter, read_index, write_index
 
@@ -187,8 +188,9 @@ def text_digest(text: str, root: Path | str) -> str:
 
 
 def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: list[dict],
-                  packing: np.ndarray | None, vocab: dict) -> dict:
-    """Write a stage's hand-off; returns the manifest's `megatron` section (paths relative to `mdir`)."""
+                  packing: np.ndarray | None, vocab: dict, root: Path | str | None = None) -> dict:
+    """Write a stage's hand-off; returns the manifest's `megatron` section (paths relative to `mdir`).
+    `root`: where the files name the output folder (default `out`; an output URL for a run that publishes)."""
     hdir = megatron_dir(out, stage)
     hdir.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_settings(vocab)
@@ -204,11 +206,11 @@ def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: l
     section = {"dir": os.path.relpath(hdir, out).replace(os.sep, "/"), "tokenizer": tok, "split": SPLIT,
                "packed": packing is not None, "prefixes": prefixes, "not_drawable": short,
                "train_samples": sum(p["sequences"] for p in prefixes)}
-    texts = file_texts(section, out, mdir, seq_length)
+    texts = file_texts(section, root or out, mdir, seq_length)
     for name, text in texts.items():
         atomic_write_bytes(hdir / name, text.encode())
     section["files"] = {name: {"path": os.path.relpath(hdir / name, mdir).replace(os.sep, "/"),
-                               "sha256": text_digest(text, out)} for name, text in texts.items()}
+                               "sha256": text_digest(text, root or out)} for name, text in texts.items()}
     keep = set(texts) | {n for p in prefixes for f in p["files"] for n in [Path(f["path"]).name]} | {"cache"}
     for old in hdir.iterdir():        # prefixes of an earlier plan of this stage (folders: Megatron's caches)
         if old.name not in keep and (old.is_symlink() or old.is_file()):
@@ -226,15 +228,44 @@ def relocate_handoff(manifest_path: Path) -> list[Path]:
 
     m = load_manifest(manifest_path)
     base = Path(manifest_path).resolve().parent
-    texts = file_texts(m["megatron"], base.parent, base, m["seq_length"])
-    paths = []
+    root = base.parent
+    texts = file_texts(m["megatron"], root, base, m["seq_length"])
+    ledger = Path(os.path.normpath(base / m["ledger"]))
+    writes = {}
     for name, text in texts.items():
         entry = m["megatron"]["files"].get(name)
-        if entry is None or entry["sha256"] != text_digest(text, base.parent):
+        if entry is None or entry["sha256"] != text_digest(text, root):
             raise VerifyError(f"{manifest_path}: the manifest's record of {name} does not match its hand-off; "
                               f"run `curate verify {manifest_path}`")
-        path = Path(os.path.normpath(base / entry["path"]))
+        writes[Path(os.path.normpath(base / entry["path"]))] = text
+    # everything is checked before anything is written: the output is there, and no write leaves it
+    for need in (*{p.parent for p in writes}, ledger):
+        if not need.exists():
+            raise CurateError(f"{manifest_path}: {need} is missing: the manifest was copied without its output "
+                              f"folder; copy the whole folder {root} (manifests/, tokenized/, megatron/, ledger/), "
+                              f"then relocate")
+    for path in (*writes, ledger):
+        inside(path, root)
+    for path, text in writes.items():
         atomic_write_bytes(path, text.encode())
-        paths.append(path)
-    relink_decisions(base.parent / "ledger")
-    return paths
+    relink_decisions(ledger.parent)
+    return list(writes)
+
+
+def inside(path: Path, root: Path) -> None:
+    """Refuse (CurateError, naming the link) a path to write that leaves `root`, through `..` or a symlink."""
+    real_root = root.resolve()
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise CurateError(f"{path} is outside the output folder {root}; verify --relocate writes only inside the "
+                          f"folder it relocates") from None
+    at = root
+    for part in rel.parts:
+        at = at / part
+        if at.is_symlink():
+            target = at.resolve()
+            if not target.is_relative_to(real_root):
+                raise CurateError(f"{at} is a symbolic link to {target}, outside the output folder {root}; verify "
+                                  f"--relocate writes only inside the folder it relocates: replace the link with a "
+                                  f"copy of what it points to, then run it again")

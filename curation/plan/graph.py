@@ -26,7 +26,8 @@ from curation.steps.registry import MODALITIES
 
 @dataclass
 class Stage:
-    """One stage of the phase table: nodes that may run in parallel once every earlier stage is done."""
+    """One stage of the phase table: nodes of one phase, in parallel once their deps are done (every
+    dep lies in an earlier stage, so running the stages in order is one valid schedule)."""
     name: str
     nodes: list[Node]
     phase: CorpusPhase | None = None   # None: the record pipeline (process, tokenize, merge)
@@ -128,12 +129,14 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     for p in process:
         src = loaded.source(p.source)
         drops = drop_names([ph for ph, _ in phases], src)
-        reads = [[name, drop_nodes[name][0].drop_node(drop_nodes[name][1], src).fingerprint]
-                 for _, names in drops for name in names]
+        read = [(name, drop_nodes[name][0].drop_node(drop_nodes[name][1], src)) for _, names in drops for name in names]
+        reads = [[name, n.fingerprint] for name, n in read]
         encoder = encoder_spec(src, run)
         fp = fingerprint({"v": CODE_EPOCH, "phase": "tokenize", "process": p.fingerprint,
                           "encoder": encoder.settings, "reads": reads, "decisions": r.decisions})
-        tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=[p.key], spec={
+        # its shard and the drop lists it reads (those nodes come after every node they read)
+        deps = [p.key, *dict.fromkeys(n.key for _, n in read)]
+        tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=deps, spec={
             "source": p.spec["source"], "run": run, "drops": drops, "encoder": encoder.settings,
             "process_fingerprint": p.fingerprint, "decisions": r.decisions,
             "outputs": list(MODALITIES[src.modality].outputs(src))}))

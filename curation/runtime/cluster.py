@@ -220,7 +220,9 @@ def node_probe(check_dir: str, nonce: str, node_id: str, inputs: dict[str, int])
     except Exception as e:  # noqa: BLE001 - reported to the driver, which fails the run
         report["error"] = f"{type(e).__name__}: {e}"
     marker = os.path.join(check_dir, "driver")
-    if not os.path.isdir(os.path.dirname(check_dir)):
+    if not check_dir:   # an output URL: every task stages locally and publishes, nothing is shared
+        pass
+    elif not os.path.isdir(os.path.dirname(check_dir)):
         report["out"] = "missing"
     else:
         try:
@@ -289,12 +291,15 @@ def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    out = Path(out).resolve()
+    from curation.core.outloc import is_remote
+    shared = not is_remote(out)   # an output URL needs no shared folder (`curation.runtime.publish`)
+    out = Path(out).resolve() if shared else out
     sizes = {str(Path(p).resolve()): Path(p).stat().st_size for p in inputs}
     nonce = secrets.token_hex(8)
-    check_dir = out / f".nodecheck-{nonce}"
-    check_dir.mkdir(parents=True)
-    (check_dir / "driver").write_text(nonce)
+    check_dir = out / f".nodecheck-{nonce}" if shared else ""
+    if shared:
+        check_dir.mkdir(parents=True)
+        (check_dir / "driver").write_text(nonce)
     try:
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         fn = ray.remote(num_cpus=0, max_retries=0)(node_probe)
@@ -319,7 +324,7 @@ def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
                 failures.append(f"{name}): the check task failed: {e}")
                 continue
             bad = problems(report, driver, out, deciding_libraries(media))
-            if report["out"] == "ok" and not (check_dir / n["NodeID"]).is_file():
+            if shared and report["out"] == "ok" and not (check_dir / n["NodeID"]).is_file():
                 bad.append(f"a file it wrote into {out} is not visible to the driver; {out} must be shared")
             failures += [f"{name}, host {report['host']}): {b}" for b in bad]
         if failures:
@@ -327,4 +332,5 @@ def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
         return [refs[r] for r in refs]
     finally:
         ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        shutil.rmtree(check_dir, ignore_errors=True)
+        if shared:
+            shutil.rmtree(check_dir, ignore_errors=True)

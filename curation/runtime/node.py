@@ -11,6 +11,7 @@ from pathlib import Path
 
 from curation.core.markers import read_marker, write_marker
 from curation.core.node import Node
+from curation.core.outloc import is_remote
 from curation.plan.fingerprint import digest
 from curation.plan.phases import stage_runners
 from curation.runtime.tasks import RECORD_TASKS
@@ -25,15 +26,27 @@ def task_for(phase: str):
 
 
 def run_node(out: str, node: Node) -> dict:
-    out_dir = Path(out)
+    """Run the node's task into `out` and mark it complete. `out` may be an output URL: then the task runs
+    in a local staging folder and publishes its outputs (`curation.runtime.publish`)."""
+    if is_remote(out):
+        from curation.runtime.mirror import adopt
+        from curation.runtime.publish import run_staged
+        return run_staged(out, node, _run_here, adopt)
+    return _run_here(Path(out), node)
+
+
+def _run_here(out_dir: Path, node: Node) -> dict:
     payload = task_for(node.phase)(out_dir, node)
     d = digest(out_dir, node)
     return write_marker(out_dir, node.key, node.fingerprint, {**payload, **({"digest": d} if d else {})})
 
 
-def current(out: Path, node: Node) -> dict | None:
+def current(out: Path | str, node: Node) -> dict | None:
     """The node's marker if its outputs are current: same fingerprint, or same digest (then the marker is
-    rewritten with the new fingerprint), and every output file still there."""
+    rewritten with the new fingerprint), and every output file still there (`out` may be an output URL)."""
+    if is_remote(out):
+        from curation.runtime.publish import current_remote
+        return current_remote(out, node, digest)
     marker = read_marker(out, node.key, node.fingerprint)
     if marker is None:
         old = read_marker(out, node.key, None)

@@ -40,16 +40,22 @@ def _rel(out: Path, path: Path) -> str:
     return str(Path(path).relative_to(out))
 
 
-def _write_sink(out: Path, node: Node, sink: QuarantineSink, phase: str) -> None:
-    """The task's quarantined records, and (unless the recipe turned them off) its decisions."""
-    atomic_write_jsonl(quarantine_path(out, node.source, node.shard, phase), sink.entries)
+def _write_sink(out: Path, node: Node, sink: QuarantineSink, phase: str) -> list[str]:
+    """The task's quarantined records, and (unless the recipe turned them off) its decisions; returns the
+    files written (outputs of the task like its shards, so a published output carries them too)."""
+    written = []
+    quarantine = quarantine_path(out, node.source, node.shard, phase)
+    atomic_write_jsonl(quarantine, sink.entries)
+    if sink.entries:
+        written.append(_rel(out, quarantine))
     path = decisions_path(out, node.source, node.shard, phase)
     if not node.spec.get("decisions") or not sink.decisions:
         path.unlink(missing_ok=True)
-        return
+        return written
     step, rid, outcome, reason, detail = (list(c) for c in zip(*sink.decisions))
     atomic_write_parquet(path, pa.table({"shard": [node.shard] * len(rid), "id": rid, "step": step,
                                          "outcome": outcome, "reason": reason, "detail": detail}, schema=DECISIONS))
+    return [*written, _rel(out, path)]
 
 
 def run_process(out: Path, node: Node) -> dict:
@@ -72,9 +78,9 @@ def run_process(out: Path, node: Node) -> dict:
         writer.abort()
         raise
     files = writer.close()
-    _write_sink(out, node, sink, "process")
+    sunk = _write_sink(out, node, sink, "process")
     return {"stats": [reader.stats.to_json(), *[s.stats.to_json() for s in steps]],
-            "outputs": [_rel(out, f) for f in files]}
+            "outputs": [*(_rel(out, f) for f in files), *sunk]}
 
 
 def run_tokenize(out: Path, node: Node) -> dict:
@@ -113,10 +119,10 @@ def run_tokenize(out: Path, node: Node) -> dict:
     for w in writers.values():
         w.close()
     checkpoint.clear()
-    _write_sink(out, node, sink, "tokenize")
+    sunk = _write_sink(out, node, sink, "tokenize")
     return {"stats": [s.stats.to_json() for s in steps], "records": records, "documents": documents,
-            "tokens": tokens, "outputs": [f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
-                                          for ext in (".bin", ".idx")]}
+            "tokens": tokens, "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
+                                            for ext in (".bin", ".idx")), *sunk]}
 
 
 def run_merge(out: Path, node: Node) -> dict:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from curation.core.faults import named
+
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 DTYPE_CODES = {np.dtype(np.int32): 4, np.dtype(np.uint16): 8}
@@ -43,11 +45,13 @@ class IndexedWriter:
 
     def add(self, tokens: np.ndarray) -> None:
         arr = np.ascontiguousarray(tokens, dtype=self.dtype)
-        self._bin.write(arr.tobytes())
+        with named(self._bin_tmp):
+            self._bin.write(arr.tobytes())
         self.lengths.append(int(arr.size))
 
     def close(self) -> None:
-        self._bin.close()
+        with named(self._bin_tmp):
+            self._bin.close()
         write_index(Path(f"{self.prefix}.idx"), np.asarray(self.lengths, dtype=np.int32), self.dtype)
         os.replace(self._bin_tmp, f"{self.prefix}.bin")
 
@@ -75,7 +79,7 @@ def index_parts(lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | Non
 
 def write_index(path: Path, lengths: np.ndarray, dtype: np.dtype, pointers: np.ndarray | None = None) -> None:
     tmp = Path(f"{path}.tmp")
-    with open(tmp, "wb") as f:
+    with named(tmp), open(tmp, "wb") as f:
         f.writelines(index_parts(lengths, dtype, pointers))
     os.replace(tmp, path)
 
@@ -153,12 +157,12 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
     dtype = dtypes.pop() if dtypes else np.dtype(np.int32)
     n_seq = sum(h[1] for h in headers)
     bin_tmp, idx_tmp = Path(f"{prefix}.bin.tmp"), Path(f"{prefix}.idx.tmp")
-    with open(bin_tmp, "wb") as out:
+    with named(bin_tmp), open(bin_tmp, "wb") as out:
         for part in parts:
             with open(f"{part}.bin", "rb") as f:
                 while block := f.read(1 << 22):
                     out.write(block)
-    with open(idx_tmp, "wb") as f:
+    with named(idx_tmp), open(idx_tmp, "wb") as f:
         f.write(MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype], n_seq, n_seq + 1))
         for part in parts:
             for block in iter_lengths(Path(f"{part}.idx"), chunk):

@@ -1,7 +1,7 @@
 """Compare two output folders of the same recipe, run by two versions of curate: exit 0 only when
-`tokenized/` and `manifests/` are byte-identical, every ledger table holds the same rows (the `seconds`
-column aside: timings), every phase's drop lists hold the same rows and the decontamination review the
-same rows and page.
+`tokenized/` and `manifests/` are byte-identical, every ledger table holds the same rows (the volatile
+columns aside: timings, run times, host, library versions), every phase's drop lists hold the same rows
+and the decontamination review the same rows and page.
 
     python tests/benchmarks/compare_outputs.py OUT_A OUT_B
 """
@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from curation.ledger.schema import VOLATILE_COLUMNS
+
 
 def _files(root: Path, sub: str) -> dict[Path, Path]:
     base = root / sub
@@ -19,7 +21,7 @@ def _files(root: Path, sub: str) -> dict[Path, Path]:
 
 
 def _rows(path: Path) -> list[dict]:
-    return [{c: v for c, v in r.items() if c != "seconds"} for r in pq.read_table(path).to_pylist()]
+    return [{c: v for c, v in r.items() if c not in VOLATILE_COLUMNS} for r in pq.read_table(path).to_pylist()]
 
 
 def compare(a: Path, b: Path) -> list[str]:

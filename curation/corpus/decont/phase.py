@@ -92,7 +92,8 @@ class DecontPhase(CorpusPhase):
                   "false_positives": sorted(cfg.false_positives), "ngram": cfg.ngram}
         resolve = Node("decont_resolve", None, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "decont_resolve", "policy": policy, "match": [n.fingerprint for n in match]}),
-            deps=[n.key for n in match], spec={**policy, "shards": ctx.shards(),
+            # reads the flags, the benchmark items (review) and the shards' document counts
+            deps=[n.key for n in [*match, index, *ctx.process]], spec={**policy, "shards": ctx.shards(),
                                                "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
         return [[index], match, [resolve]]
 

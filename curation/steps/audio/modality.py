@@ -80,7 +80,7 @@ class AudioProcessedWriter(ProcessedWriter):
     def close(self) -> list[Path]:
         files = super().close()
         self.shar.close()
-        return [*files, self.shar.folder / "cuts.000000.jsonl.gz"]
+        return [*files, *sorted(self.shar.folder.iterdir())]   # cuts and recordings: the codec reads both
 
     def abort(self) -> None:
         super().abort()

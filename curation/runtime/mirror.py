@@ -1,0 +1,122 @@
+"""The driver's local copy of an output URL, for the work that follows the tasks (ledger, manifests,
+Megatron hand-off, report), and its upload.
+
+`mirror_dir(url)` is one folder per URL on this machine. A task that runs on the driver's machine moves
+its published outputs there (`adopt`), so the driver reads them without downloading; `pull` fetches
+what tasks on other machines published (a node's files are current when the mirror holds its marker
+as published). The driver then works on the mirror exactly as on a local output, and `push` uploads:
+
+1. every manifest in the store is deleted when the run starts (`retract`), so none names files that
+   are being rewritten;
+2. the files the driver wrote (ledger, hand-off, report, review, acquired `raw/`), each only when its
+   bytes differ from the store's (a re-run that changed nothing uploads nothing but the manifests);
+3. files of nodes or stages this run does not have, removed (`stale`);
+4. the manifests, last: a manifest in the store means every file it names is there.
+
+Object stores have no links: a stage's `.bin` link to its source's shard is not uploaded; the manifest
+names the object it links to (`bin_of`), and `curate verify`/`curate train` recreate the link.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from curation.core.layout import marker_path
+from curation.core.outloc import Remote, staging_root
+from curation.runtime.publish import marker_rel
+
+NODE_AREAS = ("processed/", "tokenized/", "work/", "quarantine/", "ledger/decisions/")
+DRIVER_AREAS = ("ledger/", "manifests/", "megatron/", "reports/", "review/")
+KEEP = (".curate-lock", ".curate-recipe.json")
+
+
+def mirror_dir(url: str) -> Path:
+    return staging_root() / f"mirror-{hashlib.sha256(url.encode()).hexdigest()[:16]}"
+
+
+def adopt(url: str, local: Path, key: str, marker: dict) -> None:
+    """Move a published task's outputs into this machine's mirror of `url`, if the driver keeps one here."""
+    mirror = mirror_dir(url)
+    if not mirror.is_dir():
+        return
+    for rel in marker.get("outputs", []):
+        (mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(local / rel, mirror / rel)
+    path = marker_path(mirror, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(marker_path(local, key), path)
+
+
+def _current_here(mirror: Path, key: str, marker: dict) -> bool:
+    try:
+        here = json.loads(marker_path(mirror, key).read_text())
+    except (OSError, ValueError):
+        return False
+    return here == marker and all((mirror / p).is_file() for p in marker.get("outputs", []))
+
+
+def pull(remote: Remote, mirror: Path, markers: dict[str, dict]) -> int:
+    """Download the outputs of every node the mirror does not hold as published; returns files fetched.
+    Also the training write-backs (`ledger/consumed.parquet`), which outlive re-runs."""
+    fetched = 0
+    for key, marker in markers.items():
+        if _current_here(mirror, key, marker):
+            continue
+        for rel in marker.get("outputs", []):
+            remote.get(rel, mirror / rel)
+            fetched += 1
+        remote.get(marker_rel(key), marker_path(mirror, key))
+    if remote.cat("ledger/consumed.parquet") is not None:
+        remote.get("ledger/consumed.parquet", mirror / "ledger" / "consumed.parquet")
+    return fetched
+
+
+def retract(remote: Remote) -> None:
+    """Remove the store's manifests before a run changes what they name."""
+    remote.rm([rel for rel in remote.listing("manifests") if rel.count("/") == 1 and rel.endswith(".json")])
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def push(remote: Remote, mirror: Path, markers: dict[str, dict]) -> dict[str, int]:
+    """Upload the driver's files (manifests last) and remove stale ones; returns counts."""
+    owned = {marker_rel(k) for k in markers} | {p for m in markers.values() for p in m.get("outputs", [])}
+    files = {str(p.relative_to(mirror)): p for p in mirror.rglob("*")
+             if (p.is_file() and not p.is_symlink()) and p.name not in KEEP}
+    driver = {rel: p for rel, p in files.items() if rel not in owned and "/cache/" not in rel
+              and not rel.startswith("work/")}
+    remote_files = {}
+    for v in remote.fs.find(remote.key(), detail=True).values():
+        if v.get("type") != "directory":
+            remote_files[v["name"][len(remote.key()) + 1:]] = v
+    uploads = manifests = 0
+    for rel, path in sorted(driver.items()):
+        if rel.startswith("manifests/") and rel.count("/") == 1:
+            continue
+        have = remote_files.get(rel)
+        if have and int(have.get("size", -1)) == path.stat().st_size and \
+                str(have.get("ETag", "")).strip('"') == _md5(path):
+            continue
+        remote.put(path, rel)
+        uploads += 1
+    stale = [rel for rel in remote_files if rel not in owned and rel not in driver and rel not in KEEP
+             and rel.startswith(NODE_AREAS + DRIVER_AREAS)]
+    remote.rm(sorted(stale))
+    for rel, path in sorted(driver.items()):
+        if rel.startswith("manifests/") and rel.count("/") == 1:
+            remote.put(path, rel)
+            manifests += 1
+    return {"uploaded": uploads, "removed": len(stale), "manifests": manifests}
+
+
+def clear(mirror: Path) -> None:
+    shutil.rmtree(mirror, ignore_errors=True)

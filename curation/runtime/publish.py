@@ -1,0 +1,131 @@
+"""Tasks of a run whose output is a URL: each one stages locally, then publishes.
+
+A task runs in a fresh local folder that holds only what it reads: the completion markers of its
+`deps` and the files they list (`fetch`; of a phase's per-shard drop lists, a task of one shard takes
+its own). So a task needs no shared disk, and a task that read a file no dep lists fails here rather
+than on a cluster. It runs exactly as for a local output, with that folder as `out`, then `publish`
+uploads every file its marker lists, removes what its previous marker listed and this one does not,
+and uploads the marker last: a marker in the store means every file it lists is there. A task that
+dies before that leaves no marker and is simply run again.
+
+A file the task wrote that its marker does not list is a bug in the task (it would be lost, or read
+by no one through the store) and fails the run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from curation.core.layout import marker_path
+from curation.core.node import Node
+from curation.core.outloc import Remote, staging_root
+from curation.errors import CurateError
+
+_DROPS = re.compile(r"^work/[^/]+/drops/([^/]+)/([^/]+)\.parquet$")
+
+
+def marker_rel(key: str) -> str:
+    return f"work/markers/{key}.json"
+
+
+def remote_marker(remote: Remote, key: str) -> dict | None:
+    data = remote.cat(marker_rel(key))
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+
+
+def reads(node: Node, output: str) -> bool:
+    """Whether `node` reads a dep's `output`: everything, but of per-shard drop lists only its own shard's."""
+    m = _DROPS.match(output)
+    return m is None or node.shard is None or (m.group(1), m.group(2)) == (node.source, node.shard)
+
+
+def fetch(remote: Remote, node: Node, local: Path) -> set[str]:
+    """Download the node's deps' markers and the files it reads of theirs into `local`; returns them."""
+    got = set()
+    for key in node.deps:
+        marker = remote_marker(remote, key)
+        if marker is None:
+            raise CurateError(f"task {node.key} reads the outputs of {key}, which has no completion marker in "
+                              f"{remote.url}; re-run to produce it")
+        path = marker_path(local, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(marker))
+        got.add(marker_rel(key))
+        for rel in marker.get("outputs", []):
+            if reads(node, rel) and rel not in got:
+                remote.get(rel, local / rel)
+                got.add(rel)
+    return got
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def publish(remote: Remote, local: Path, node: Node, marker: dict, fetched: set[str]) -> None:
+    """Upload the task's outputs, remove its stale ones, then its marker."""
+    outputs = list(marker.get("outputs", []))
+    unlisted = sorted(_files(local) - fetched - set(outputs) - {marker_rel(node.key)})
+    if unlisted:
+        raise RuntimeError(f"task {node.key} wrote files its completion marker does not list: {unlisted[:5]}")
+    for rel in outputs:
+        remote.put(local / rel, rel)
+    old = remote_marker(remote, node.key)
+    stale = sorted(set(old.get("outputs", [])) - set(outputs)) if old else []
+    remote.rm(stale)
+    remote.put(marker_path(local, node.key), marker_rel(node.key))
+
+
+def run_staged(url: str, node: Node, run: Callable[[Path, Node], dict], adopt: Callable | None = None) -> dict:
+    """`run(local_out, node)` (which writes the marker there) in a staging folder, then publish; `adopt`
+    may keep the published files on this machine (the driver's mirror)."""
+    remote = Remote(url)
+    root = staging_root()
+    root.mkdir(parents=True, exist_ok=True)
+    local = Path(tempfile.mkdtemp(dir=root, prefix=f"task-{os.getpid()}-"))
+    try:
+        fetched = fetch(remote, node, local)
+        marker = run(local, node)
+        publish(remote, local, node, marker, fetched)
+        if adopt is not None:
+            adopt(url, local, node.key, marker)
+        return marker
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def current_remote(url: str, node: Node, digest: Callable[[Path, Node], str | None]) -> dict | None:
+    """`curation.runtime.node.current` for an output URL: the marker in the store, if its outputs are there."""
+    from curation.core.markers import write_marker
+
+    remote = Remote(url)
+    marker = remote_marker(remote, node.key)
+    if marker is None:
+        return None
+    if marker.get("fingerprint") != node.fingerprint:
+        if not marker.get("digest"):
+            return None
+        root = staging_root()
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=root, prefix="digest-") as tmp:
+            try:
+                fetch(remote, node, Path(tmp))
+            except CurateError:
+                return None
+            if digest(Path(tmp), node) != marker["digest"]:
+                return None
+            marker = write_marker(Path(tmp), node.key, node.fingerprint,
+                                  {k: v for k, v in marker.items() if k != "fingerprint"})
+            remote.put(marker_path(Path(tmp), node.key), marker_rel(node.key))
+    fs = remote.fs
+    if all(fs.exists(remote.key(p)) for p in marker.get("outputs", [])):
+        return marker
+    return None

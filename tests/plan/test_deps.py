@@ -1,0 +1,24 @@
+"""`Node.deps` names every node whose files a task reads: a task that stages its inputs from an output URL
+fetches exactly its deps' outputs (`curation.runtime.publish`), and a scheduler starts a node when its deps
+are done. On 32447ae four kinds of node read files of nodes they did not list."""
+from __future__ import annotations
+
+from curation.plan.graph import load_plan
+from tests.conftest import TEXT_DEMO
+
+
+def test_every_read_is_a_dep():
+    plan = load_plan(TEXT_DEMO)
+    by_phase: dict[str, list] = {}
+    for n in plan.nodes():
+        by_phase.setdefault(n.phase, []).append(n)
+    process = {n.key for n in by_phase["process"]}
+    final = {by_phase[name][0].key for name in ("exact", "clusters", "decont_resolve", "select_resolve")}
+    for t in by_phase["tokenize"]:   # its shard, and the drop lists of every phase that covers it
+        assert set(t.deps) == {f"process/{t.source}/{t.shard}", *final}, t.key
+    exact = by_phase["exact"][0]                       # the duplicates' ids, from the processed shards
+    assert process <= set(exact.deps)
+    clusters = by_phase["clusters"][0]                 # edges, signature sizes, ids and scores
+    assert {n.key for n in by_phase["band"] + by_phase["signatures"]} | process <= set(clusters.deps)
+    resolve = by_phase["decont_resolve"][0]            # flags, the benchmark items, document counts
+    assert {n.key for n in by_phase["decont"] + by_phase["decont_index"]} | process <= set(resolve.deps)
