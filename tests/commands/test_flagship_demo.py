@@ -88,4 +88,8 @@ def test_curate_train_runs_on_the_stage(demo_run, tmp_path, stage, capsys):
     assert f"stage {stage}, targets {'all' if stage == 'stage1' else 'text'}" in printed
     log = [json.loads(line) for line in (tmp_path / "train" / "train.jsonl").read_text().splitlines()]
     steps = [r for r in log if "loss" in r]
-    assert len(steps) == 2 and all(r["loss"] > 0 for r in steps)
+    assert len(steps) == 2
+    # a batch of two 128-token windows can fall wholly inside one clip or image (stage 2 targets text only):
+    # it then has no targets and a loss of 0; every batch that has targets has a positive loss
+    assert all(r["loss"] > 0 for r in steps if r["targets"] > 0) and any(r["targets"] > 0 for r in steps)
+    assert all(r["loss"] == 0 for r in steps if r["targets"] == 0)
