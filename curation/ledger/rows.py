@@ -15,6 +15,7 @@ from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
 from curation.ledger.environment import environment_row
+from curation.ledger.pools import pool_name
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
@@ -120,10 +121,15 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                     rows[table] += more
         for table, more in _step_rows(run, src.name, totals).items():
             rows[table] += more
-        counts = count_tokens_by_modality(source_prefix(out, src.name), plan.vocab.blocks, plan.vocab.reserved)
-        rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
-                               "text_tokens": counts["text"], "image_tokens": counts["image"],
-                               "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+        for suffix in MODALITIES[src.modality].outputs(src):   # every merged shard set: the table sums to them
+            pool = count_tokens_by_modality(Path(f"{source_prefix(out, src.name)}{suffix}"),
+                                            plan.vocab.blocks, plan.vocab.reserved)
+            rows["tokens"].append({"run": run, "source": src.name, "pool": pool_name(suffix),
+                                   "documents": pool["documents"], "text_tokens": pool["text"],
+                                   "image_tokens": pool["image"], "audio_tokens": pool["audio"],
+                                   "total_tokens": pool["total"]})
+            if suffix == "":
+                counts = pool      # the source's own counts (its modality table's, below)
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
