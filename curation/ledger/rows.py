@@ -61,13 +61,7 @@ def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
         check_conservation(source, f.shard_id, chain)
         check_written(source, f.shard_id, chain, markers[f"tokenize/{source}/{f.shard_id}"]["records"])
         for st in chain:
-            t = totals.setdefault(st.step, StepStats(st.step))
-            t.records_in += st.records_in
-            t.records_out += st.records_out
-            t.dropped.update(st.dropped)
-            t.quarantined.update(st.quarantined)
-            t.seconds += st.seconds
-            t.notes.update(st.notes)
+            totals[st.step] = totals.get(st.step, StepStats(st.step)) + st
     return totals
 
 
