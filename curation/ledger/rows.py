@@ -20,14 +20,15 @@ from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
 from curation.steps.compliance.licences import licence_decision
-from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
+from curation.steps.compliance.optout import MATCH_RULES, NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
 
 def optout_mode(plan: Plan, src) -> str:
     if src.optout == "not_available":
         return NOT_TECHNICALLY_AVAILABLE
-    return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
+    optout = plan.recipe.recipe.optout
+    return f"robots.txt (page URL; {MATCH_RULES[optout.match]})" if optout else "none (no snapshots in the recipe)"
 
 
 def step_chain(markers: dict, source: str, shard: str) -> list[StepStats]:

@@ -52,6 +52,9 @@ def test_duplicate_key_names_both_lines(tmp_path):
      ":4 and :4: key 'paths' appears twice in sources[0].input"),
     ("name: x\nvocabulary: VOCAB\nlicence_policy: {exclude: [], exclude: [non-commercial]}\nsources: []\n",
      "key 'exclude' appears twice in licence_policy"),
+    # a mapping or a list as a key (doubled braces in a template) is named, not a TypeError
+    ("name: x\nvocabulary: VOCAB\noptout: {{snapshots: robots}}\nsources: []\n", ":3 optout: a key is a mapping"),
+    ("name: x\nvocabulary: VOCAB\n[a, b]: 1\nsources: []\n", ":3 top level: a key is a list"),
 ])
 def test_duplicate_keys_anywhere(tmp_path, body, expected):
     p = _recipe(tmp_path, body)
