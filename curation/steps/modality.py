@@ -30,8 +30,8 @@ class LedgerTable:
     """A ledger table a modality contributes: its schema and its row per source."""
     name: str
     schema: pa.Schema
-    # (run, source config, summed encoder stats, token counts by modality of the merged shard) -> row
-    row: Callable[[str, object, StepStats, dict], dict]
+    # (run, source config, summed stats by step name, token counts by modality of the merged shard) -> row
+    row: Callable[[str, object, dict[str, StepStats], dict], dict]
 
 
 @dataclass(frozen=True)
