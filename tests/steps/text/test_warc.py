@@ -267,3 +267,32 @@ def test_an_honest_charset_is_kept(tmp_path):
     for r, (label, paras, codec) in zip(records, HONEST):
         assert r.meta["charset"] == codec and "charset_override" not in r.meta, (label, r.meta)
         assert paras[0][:20] in r.text
+
+
+# --- a Content-Length that is too long (issue 22.11) ---------------------------------------------------
+def _three_pages(path: Path, grow: int) -> Path:
+    """A plain WARC of three HTML responses whose second record's Content-Length is `grow` bytes too long."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=False)
+    for i, title in enumerate(["Mill bridge", "Library nights", "Autumn fair"]):
+        response(w, f"r{i}", f"https://news.example/{i}", article(title).encode())
+    data = buf.getvalue()
+    second = data.index(b"WARC/1.", 10)
+    head_end = data.index(b"\r\n\r\n", second)
+    header = data[second:head_end]
+    old = next(line for line in header.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    new = b"Content-Length: %d" % (int(old.split(b":")[1]) + grow)
+    path.write_bytes(data[:second] + header.replace(old, new) + data[head_end:])
+    return path
+
+
+@pytest.mark.parametrize("grow", [200, 10**6], ids=["into the next record", "past the end of the file"])
+def test_a_content_length_too_long_resyncs_to_the_next_record(tmp_path, grow):
+    sink = QuarantineSink()
+    path = _three_pages(tmp_path / "w.warc", grow)
+    reader = WarcReader(path, shard_label="w", source="s", sink=sink)
+    records = list(reader.run())
+    assert [r.meta["warc_record_id"] for r in records] == ["urn:uuid:r0", "urn:uuid:r2"]
+    assert "Autumn fair" in records[1].text
+    assert dict(reader.stats.quarantined) == {"warc_bad_length": 1}
+    assert reader.stats.records_in == 3      # the record with the wrong length is counted, the next one read
