@@ -32,3 +32,17 @@ def test_gpu_check_script_runs_and_writes_its_report(tmp_path):
     if not cuda:   # the PyTorch scan checked against the recurrence instead of the kernel
         diff = float(re.search(r"largest difference ([\d.e+-]+)\.", report).group(1))
         assert diff < 1e-10
+
+
+@pytest.mark.slow
+def test_the_image_check_skips_what_the_pipeline_quarantines(tmp_path):
+    """Issue 22.11: without ../shared/data the script reads the demo shards, one of which holds a deliberately
+    truncated image; decoding it crashed the check. It is skipped and named instead."""
+    sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+    import gpu_check
+    images, _, where = gpu_check.media(tmp_path)   # an empty folder: the repository's demo media
+    assert where == "the repository's demo media"
+    lines = gpu_check.image_checks(images, str(REPO / "tokenizers" / "curate-demo-ibq.yaml"), False, 64 * 64,
+                                   2, 2, 2)
+    assert "Skipped, as the pipeline quarantines them:" in lines[0] and "(truncated_image)" in lines[0]
+    assert any(line.startswith("| cpu | 2 | prefetch |") for line in lines)
