@@ -127,7 +127,7 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                 counts = pool      # the source's own counts (its modality table's, below)
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
-            rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
+            rows[table.name].append(table.row(run, src, totals, counts))
     rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
                                     if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:

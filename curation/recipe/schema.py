@@ -349,6 +349,9 @@ class Recipe(Strict):
             if bad:
                 raise ValueError(f"stage {st.name!r} targets unknown categor(ies) {bad}; "
                                  f"categories: {sorted(categories)}")
+            if st.mixture and all((e.weight if e.weight is not None else e.epochs) == 0 for e in st.mixture.values()):
+                raise ValueError(f"stage {st.name!r}: every mixture entry is weight 0 or epochs 0, so the stage "
+                                 f"would draw nothing; give at least one source a weight or epochs above 0")
             entries = st.mixture.values() if st.mixture else [None]
             weighted = st.mixture is None or any(e.weight is not None for e in entries)
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):

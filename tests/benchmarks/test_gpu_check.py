@@ -56,3 +56,17 @@ def test_gpu_check_pipeline_mode_runs_curate_and_rewrites_only_its_section(tmp_p
         assert float(cells[6]) > 0 and float(cells[7]) > 0       # images/s and clips/s per GPU (or CPU slot)
         assert re.fullmatch(r"[\d.]+% \(\d+\)", cells[9])        # the run's rank imbalance and rank count
     assert all("| reference |" in r for r in rows if "| cpu float32 |" in r)
+
+
+@pytest.mark.slow
+def test_the_image_check_skips_what_the_pipeline_quarantines(tmp_path):
+    """Issue 22.11: without ../shared/data the script reads the demo shards, one of which holds a deliberately
+    truncated image; decoding it crashed the check. It is skipped and named instead."""
+    sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+    import gpu_check
+    images, _, where = gpu_check.media(tmp_path)   # an empty folder: the repository's demo media
+    assert where == "the repository's demo media"
+    lines = gpu_check.image_checks(images, str(REPO / "tokenizers" / "curate-demo-ibq.yaml"), False, 64 * 64,
+                                   2, 2, 2)
+    assert "Skipped, as the pipeline quarantines them:" in lines[0] and "(truncated_image)" in lines[0]
+    assert any(line.startswith("| cpu | 2 | prefetch |") for line in lines)

@@ -234,3 +234,52 @@ def test_plan_node_estimate_matches_the_plan(recipe):
     built = {phase.name: len(nodes) for phase, nodes in p.phases}
     built |= {stage.name: len(stage.nodes) for stage in p.stages if stage.phase is None}
     assert counted == built
+
+
+# --- issue 22.10 ------------------------------------------------------------------------------------
+def test_an_input_that_climbs_out_of_the_recipe_folder_is_refused(tmp_path):
+    (tmp_path / "sub").mkdir()
+    p = tmp_path / "sub" / "x.yaml"
+    p.write_text(f"name: x\nvocabulary: {VOCAB}\nsources:\n  - name: a\n    license: MIT\n"
+                 f"    input: {{paths: [../../../../../../etc/passwd]}}\n")
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert f"{p}:6 sources[0].input.paths[0]" in str(e.value) and "leaves the folder of the recipe" in str(e.value)
+    write_jsonl(tmp_path / "sub" / "data" / "a.jsonl", [{"id": "1", "text": english_doc(1)}])
+    p.write_text(p.read_text().replace("../../../../../../etc/passwd", "data/../data/a.jsonl"))
+    assert len(load_recipe(p).inputs["a"]) == 1   # `..` that stays inside is fine
+
+
+def test_all_mixture_weights_zero_is_refused(tmp_path):
+    p = _recipe(tmp_path, _source(top="stages:\n  - name: s\n    budget_tokens: 1000\n    seq_length: 64\n"
+                                       "    mixture:\n      a: {weight: 0}\n"))
+    with pytest.raises(RecipeError, match="would draw nothing"):
+        load_recipe(p)
+
+
+def test_an_unknown_mixture_source_is_reported_at_its_key(tmp_path):
+    p = _recipe(tmp_path, _source(top="stages:\n  - name: s\n    budget_tokens: 1000\n    seq_length: 64\n"
+                                       "    mixture:\n      a: {weight: 1}\n      nope: {weight: 1}\n"))
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    line = p.read_text().splitlines().index("      nope: {weight: 1}") + 1
+    assert f"{p}:{line} stages[0].mixture.nope" in str(e.value) and "unknown source 'nope'" in str(e.value)
+
+
+def test_a_vocabulary_that_is_a_folder_says_so(tmp_path):
+    p = _recipe(tmp_path, _source().replace("VOCAB", str(VOCAB.parent)))
+    with pytest.raises(RecipeError, match="is a folder, not a vocabulary file"):
+        load_recipe(p)
+
+
+def test_a_benchmark_fields_typo_fails_validate(tmp_path):
+    import gzip
+    import json as _json
+    from curation.plan.graph import load_plan
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(_json.dumps({"question": "q", "answer": "a"}).encode()))
+    p = _recipe(tmp_path, _source(top="decontamination:\n  benchmarks:\n"
+                                       "    - {name: b, path: b.jsonl.gz, fields: [question, answr]}\n"))
+    with pytest.raises(RecipeError, match=r"decontamination.benchmarks\[b\].fields: .*no field\(s\) \['answr'\]"):
+        load_plan(p)
+    p.write_text(p.read_text().replace("answr", "answer"))
+    load_plan(p)
