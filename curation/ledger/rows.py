@@ -19,8 +19,9 @@ from curation.ledger.pools import pool_name
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
+from curation.steps.compliance.domains import MATCH_RULES
 from curation.steps.compliance.licences import licence_decision
-from curation.steps.compliance.optout import MATCH_RULES, NOT_TECHNICALLY_AVAILABLE
+from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
 

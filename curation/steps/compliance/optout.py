@@ -31,17 +31,7 @@ for the exclusion rule and as not allowing for the allow-list). Identical robots
 parsed once. Agent matching is protego's: a `User-agent: *` group applies to every agent that no
 more specific group names, so `User-agent: *` + `Disallow: /` opts out of all listed agents.
 
-Domain matching (`match`, the recipe's `optout.match`): the URL's host, lower-cased, without port
-and trailing dot, gives the candidate snapshots, and an opt-out in any candidate's snapshots applies.
-- `host`: the host exactly and, if it starts with `www.`, also without that prefix (`www.example.com`
-  URLs are governed by both `www.example.com.txt` and `example.com.txt`; `example.com` URLs only by
-  `example.com.txt`).
-- `registrable_domain`: the host's registrable domain (the public suffix plus one label, from the
-  Public Suffix List shipped in the `publicsuffixlist` wheel: `a.stackexchange.com` ->
-  `stackexchange.com`, `www.bbc.co.uk` -> `bbc.co.uk`, `foo.github.io` stays itself) and its `www.`
-  form. An IP address or a bare public suffix has none.
-- `both` (the default): the candidates of both rules, host first. A site owner who opts out at the
-  registrable domain is honoured on every subdomain, and a subdomain's own opt-out still counts.
+Domain matching: which snapshots govern a URL is `curation.steps.compliance.domains` (`match`).
 
 Sources whose records keep only an image-hosting URL or another dataset's name cannot be
 attributed to a site owner; callers record those as `NOT_TECHNICALLY_AVAILABLE` rather than
@@ -66,16 +56,13 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import ipaddress
-
 import pyarrow as pa
 from protego import Protego
-from publicsuffixlist import PublicSuffixList
 
 from curation.core.record import Drop
-from curation.core.urls import ascii_host
-from curation.errors import InputError, RecordError
+from curation.errors import InputError
 from curation.steps.base import Filter
+from curation.steps.compliance.domains import DEFAULT_MATCH, governing, normalise_domain
 
 DEFAULT_AGENTS = (
     "GPTBot",
@@ -88,9 +75,6 @@ DEFAULT_AGENTS = (
     "Applebot-Extended",
 )
 REASON_OPT_OUT = "robots_opt_out"
-MATCH_RULES = {"host": "exact host and www.", "registrable_domain": "registrable domain",
-               "both": "host and registrable domain"}   # `optout.match` -> how the ledger names it
-DEFAULT_MATCH = "both"
 NOT_TECHNICALLY_AVAILABLE = "domain-level opt-out not technically available"
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -120,48 +104,6 @@ def _check_date(value: str, where: str) -> str:
     except ValueError:
         raise InputError(f"{where}: snapshot date {value!r} is not a valid calendar date") from None
     return value
-
-
-def _normalise_domain(name: str) -> str:
-    try:
-        return ascii_host(name.strip())
-    except ValueError:
-        return name.strip().lower().rstrip(".")
-
-
-def _host(url: str) -> str:
-    """Lower-cased host of `url` without port or trailing dot; bare `host/path` is accepted."""
-    text = url.strip()
-    try:
-        parts = urlsplit(text)
-        if not parts.netloc and not text.startswith("/") and "://" not in text:
-            parts = urlsplit("//" + text)
-        host = parts.hostname or ""
-    except ValueError as exc:
-        raise RecordError("invalid_url", f"{url!r}: {exc}") from None
-    try:
-        host = ascii_host(host)  # "bücher.de" and "xn--bcher-kva.de" are one site
-    except ValueError as exc:
-        raise RecordError("invalid_url", f"{url!r}: {exc}") from None
-    if not host:
-        raise RecordError("url_without_host", f"{url!r} names no host; a domain-level opt-out cannot be checked")
-    return host
-
-
-@lru_cache(maxsize=1)
-def _suffixes() -> PublicSuffixList:
-    return PublicSuffixList()     # the list bundled in the wheel: nothing is fetched
-
-
-def registrable_domain(host: str) -> str | None:
-    """The registrable domain of a normalised host (public suffix plus one label), or None for an IP
-    address, a bare public suffix or a single label."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        return None
-    except ValueError:
-        pass
-    return _suffixes().privatesuffix(host)
 
 
 def _path_url(url: str) -> str:
@@ -256,7 +198,7 @@ class OptOutIndex:
             for f in sorted(sub.iterdir()):
                 if f.name.startswith(".") or not f.name.endswith(".txt") or not f.is_file():
                     continue
-                domain = _normalise_domain(f.name[: -len(".txt")])
+                domain = normalise_domain(f.name[: -len(".txt")])
                 if not domain:
                     continue
                 try:
@@ -284,7 +226,7 @@ class OptOutIndex:
                     if not isinstance(row, dict):
                         raise InputError(f"{where}: expected an object with domain, date, robots")
                     domain, day, robots = row.get("domain"), row.get("date"), row.get("robots")
-                    if not isinstance(domain, str) or not _normalise_domain(domain):
+                    if not isinstance(domain, str) or not normalise_domain(domain):
                         raise InputError(f"{where}: 'domain' must be a non-empty string, got {domain!r}")
                     if not isinstance(day, str):
                         raise InputError(f"{where}: 'date' must be a YYYY-MM-DD string, got {day!r}")
@@ -294,7 +236,7 @@ class OptOutIndex:
                         continue
                     if not isinstance(robots, str):
                         raise InputError(f"{where}: 'robots' must be a string or null, got {type(robots).__name__}")
-                    entries.append((day, _normalise_domain(domain), robots.encode("utf-8", errors="replace")))
+                    entries.append((day, normalise_domain(domain), robots.encode("utf-8", errors="replace")))
         except OSError as exc:
             raise InputError(f"{path}: cannot read robots.txt snapshots ({exc})") from None
         return entries, dates
@@ -306,23 +248,12 @@ class OptOutIndex:
         return len(self._domains)
 
     def __contains__(self, domain: str) -> bool:
-        return _normalise_domain(domain) in self._domains
+        return normalise_domain(domain) in self._domains
 
     def _candidates(self, url: str, match: str = "host") -> tuple[str, list[str]]:
-        """The URL's host and the domains whose snapshots govern it under `match` (`MATCH_RULES`)."""
-        if match not in MATCH_RULES:
-            raise ValueError(f"opt-out match {match!r} is not one of {sorted(MATCH_RULES)}")
-        host = _host(url)
-        names = []
-        if match in ("host", "both"):
-            names.append(host)
-            if host.startswith("www.") and len(host) > 4:
-                names.append(host[4:])
-        if match in ("registrable_domain", "both"):
-            reg = registrable_domain(host)
-            if reg is not None:
-                names += [reg, f"www.{reg}"]
-        return host, [n for n in dict.fromkeys(names) if n in self._domains]
+        """The URL's host and the domains with snapshots that govern it under `match` (`domains.MATCH_RULES`)."""
+        host, names = governing(url, match)
+        return host, [n for n in names if n in self._domains]
 
     def _first_disallowed(self, parser: Protego, target: str) -> str | None:
         for agent in self.agents:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from curation.errors import RecipeError
-from curation.steps.compliance.optout import OptOutIndex, registrable_domain
+from curation.steps.compliance.domains import registrable_domain
+from curation.steps.compliance.optout import OptOutIndex
 
 OFF = b"User-agent: GPTBot\nDisallow: /\n"
 OPEN = b"User-agent: *\nAllow: /\n"
