@@ -142,7 +142,7 @@ class RayExecutor:
         self.retries.append({"node": key, "attempt": attempt + 1, "error": type(e).__name__, "message": message})
         if self.progress:
             print(f"retry: task {key} (attempt {attempt + 2} of {self.max_retries + 1}) after "
-                  f"{type(e).__name__}: {message}", file=sys.stderr)
+                  f"{type(e).__name__}: {message.split('. ')[0]}", file=sys.stderr)
         ref = self._remote.options(name=key).remote(fn, *args)
         self._pending[ref] = (key, fn, args, attempt + 1)
 
