@@ -250,3 +250,14 @@ def test_recipe_and_cli_set_the_retry_count(tmp_path):
     loaded = load_recipe(REPO / "recipes" / "demo.yaml", resolve_inputs=False)
     assert loaded.recipe.task_retries == 3
     assert "task_retries" not in loaded.recipe.model_dump()   # how a run executes: in no fingerprint
+    text = (REPO / "recipes" / "demo.yaml").read_text()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "tokenizers").symlink_to(REPO / "tokenizers")
+    (tmp_path / "recipes" / "demo").symlink_to(REPO / "recipes" / "demo")
+    recipe = tmp_path / "recipes" / "demo.yaml"
+    recipe.write_text(text + "\ntask_retries: 5\n")
+    changed = load_recipe(recipe, resolve_inputs=False)
+    assert changed.recipe.task_retries == 5
+    assert changed.recipe.model_dump() == loaded.recipe.model_dump()
+    from curation.commands.cli import main
+    assert main(["run", str(recipe), "--out", str(tmp_path / "out"), "--retries", "-1"]) != 0
