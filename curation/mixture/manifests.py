@@ -23,6 +23,7 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_json, save_array
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
+from curation.ledger.schema import EXECUTION_TABLES
 from curation.mixture.manifest_schema import FORMAT, field_digests, load_manifest
 from curation.mixture.megatron import blend_of, write_handoff
 from curation.mixture.merkle import ledger_digests, manifest_leaves, merkle_root
@@ -145,7 +146,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
     shards = _Shards(out, mdir, main_pool(rows), plan.vocab)
     vocabulary = _vocabulary(plan.vocab)
-    tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK)
+    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES))
     written = []
     for index, sp in enumerate(stage_plans):
         stage = sp.stage

@@ -27,8 +27,9 @@ from curation.steps.registry import MODALITIES
 
 @dataclass
 class Stage:
-    """One stage of the phase table: nodes of one phase, in parallel once their deps are done (every
-    dep lies in an earlier stage, so running the stages in order is one valid schedule)."""
+    """One stage of the phase table: nodes of one phase. Every dep lies in an earlier stage, so running the
+    stages in order is one valid schedule; the runtime starts each node when its own deps are done
+    (`curation.runtime.schedule`), and the stages group the progress and the benchmark's barriers."""
     name: str
     nodes: list[Node]
     phase: CorpusPhase | None = None   # None: the record pipeline (process, tokenize, merge)
