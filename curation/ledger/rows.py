@@ -14,6 +14,7 @@ from curation.acquire.sources import read_acquired
 from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
+from curation.ledger.encoders import encoder_rows
 from curation.ledger.environment import environment_row
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
@@ -127,6 +128,7 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
+    rows["encoders"] = encoder_rows(run, plan.tokenize, markers)
     rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
                                     if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:

@@ -36,6 +36,8 @@ from curation.shards.counting import count_tokens_by_modality
 __all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
 WRITTEN_BACK = ("consumed",)
+# ledger tables that describe how the work ran (devices), not what the shards hold (their sha256 freeze that)
+EXECUTION_TABLES = ("encoders",)
 
 
 def _rel(path: Path, start: Path) -> str:
@@ -142,7 +144,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
     shards = _Shards(out, mdir, {t["source"]: t for t in rows["tokens"]}, plan.vocab)
     vocabulary = _vocabulary(plan.vocab)
-    tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK)
+    tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK + EXECUTION_TABLES)
     written = []
     for index, sp in enumerate(stage_plans):
         stage = sp.stage

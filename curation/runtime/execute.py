@@ -21,6 +21,9 @@ class Execution:
 
 def execute(plan: Plan, out: Path, executor) -> Execution:
     done = Execution()
+    check = getattr(executor, "check_resources", None)
+    if check is not None:   # a request no node can meet fails before any task runs
+        check({n.key: n.resources for n in plan.nodes()})
     for stage in plan.stages:
         todo = []
         for node in stage.nodes:
@@ -32,5 +35,6 @@ def execute(plan: Plan, out: Path, executor) -> Execution:
         done.skipped += len(stage.nodes) - len(todo)
         done.executed += len(todo)
         if todo:
-            done.markers.update(executor.map(run_node, [(n.key, (str(out), n)) for n in todo], stage.name))
+            done.markers.update(executor.map(run_node, [(n.key, (str(out), n)) for n in todo], stage.name,
+                                             resources={n.key: n.resources for n in todo}))
     return done

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from curation.core.resources import Resources
 from curation.errors import CurateError
 from curation.runtime.progress import Bar
 
@@ -26,7 +27,19 @@ class LocalExecutor:
     def __exit__(self, *exc) -> None:
         pass
 
-    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
+    def check_resources(self, resources: dict[str, dict]) -> None:
+        """A codec asked onto CUDA (`device: cuda`) needs CUDA in this process; `auto` falls back to the CPU."""
+        wanting = sorted(k for k, r in resources.items() if Resources.from_json(r).device == "cuda")
+        if wanting:
+            import torch
+            if not torch.cuda.is_available():
+                raise CurateError(f"{len(wanting)} task(s) ask for `device: cuda` (first: {wanting[0]}) but torch sees "
+                                  f"no CUDA device here (torch {torch.__version__}); run on a GPU machine or cluster, "
+                                  f"or set the source's `device: auto` or `cpu`")
+
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str,
+            resources: dict[str, dict] | None = None) -> dict[str, Any]:
+        """`resources` (per key) are not scheduled here: every task runs in this process, one at a time."""
         bar = Bar(label, len(calls), self.progress)
         results = {}
         try:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from curation.core.resources import ray_options
 from curation.errors import CurateError
 from curation.runtime import cluster
 from curation.runtime.progress import Bar
@@ -63,15 +64,24 @@ class RayExecutor:
                      configure_logging=True)
             self._started = True
         self.slots = self.workers or int(ray.cluster_resources().get("CPU", 1))
+        self.gpus = float(ray.cluster_resources().get("GPU", 0))
         return self
 
     def __exit__(self, *exc) -> None:
         if self._started:
             self.ray.shutdown()
 
-    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
-        """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight."""
+    def check_resources(self, resources: dict[str, dict]) -> None:
+        """Every node's request can be met by this cluster (`ray_options` refuses a GPU on a cluster without)."""
+        for key, r in resources.items():
+            ray_options(r, self.gpus, key)
+
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str,
+            resources: dict[str, dict] | None = None) -> dict[str, Any]:
+        """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight, each asking for its
+        key's `resources` (`curation.core.resources.ray_options`: one CPU, or one whole GPU per codec task)."""
         ray = self.ray
+        resources = resources or {}
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         pending: dict[Any, str] = {}
         results: dict[str, Any] = {}
@@ -81,7 +91,7 @@ class RayExecutor:
             while queue or pending:
                 while queue and len(pending) < self.slots:
                     key, args = queue.pop(0)
-                    pending[remote.remote(*args)] = key
+                    pending[remote.options(**ray_options(resources.get(key), self.gpus, key)).remote(*args)] = key
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     key = pending.pop(ref)

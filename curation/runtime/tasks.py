@@ -121,6 +121,8 @@ def run_tokenize(out: Path, node: Node) -> dict:
     checkpoint.clear()
     sunk = _write_sink(out, node, sink, "tokenize")
     return {"stats": [s.stats.to_json() for s in steps], "records": records, "documents": documents,
+            # where each codec ran and at which precision (`curation.steps.device`; the ledger's `encoders`)
+            "encoders": [p.to_json() for s in steps for p in getattr(s, "placements", [])],
             "tokens": tokens, "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
                                             for ext in (".bin", ".idx")), *sunk]}
 
