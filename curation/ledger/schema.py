@@ -10,6 +10,8 @@ import pyarrow as pa
 from curation.acquire.feeds import FEEDS_SCHEMA
 from curation.ledger.encoders import ENCODERS
 from curation.ledger.encoders import VOLATILE as ENCODER_VOLATILE
+from curation.ledger.ranks import RANK_PLAN
+from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
 from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
@@ -19,7 +21,7 @@ from curation.steps.registry import LEDGER_STEPS, MODALITIES
 # (`curation.mixture.merkle.table_digest`) and of the determinism checks, so two runs of the same
 # recipe on the same inputs still give byte-identical manifests. Column names here are unique
 # across the ledger's tables.
-VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES, *ENCODER_VOLATILE})
+VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES, *ENCODER_VOLATILE, *RANK_VOLATILE})
 
 CORE: dict[str, pa.Schema] = {
     # one row per run; the execution columns (UTC ISO times, host, library versions) are volatile
@@ -49,7 +51,8 @@ CORE: dict[str, pa.Schema] = {
                          ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                          ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
     "feeds": FEEDS_SCHEMA,
-    "encoders": ENCODERS,    # per part: codec, device and precision (curation.ledger.encoders)   # threat feeds the network guard compiled: format, entries by kind, skipped lines
+    "encoders": ENCODERS,    # per part: codec, device and precision (curation.ledger.encoders)
+    "rank_plan": RANK_PLAN,  # image batches per rank, predicted imbalance (curation.ledger.ranks)   # threat feeds the network guard compiled: format, entries by kind, skipped lines
     "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
                          ("budget_tokens", pa.int64())]),
     "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),

@@ -37,7 +37,7 @@ __all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stag
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
 WRITTEN_BACK = ("consumed",)
 # ledger tables that describe how the work ran (devices), not what the shards hold (their sha256 freeze that)
-EXECUTION_TABLES = ("encoders",)
+EXECUTION_TABLES = ("encoders", "rank_plan")
 
 
 def _rel(path: Path, start: Path) -> str:

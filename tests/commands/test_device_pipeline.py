@@ -41,6 +41,11 @@ def test_auto_on_a_cpu_machine_writes_the_cpu_bytes_and_says_where_it_ran(tmp_pa
         {("captioned", "image", "auto", "cpu", "float32"), ("uncaptioned", "image", "auto", "cpu", "float32")}
     assert len(rows) == len(b.plan.tokenize) and all(r["codec_sha256"] for r in rows)
     assert {r["requested"] for r in a.rows["encoders"]} == {"cpu"}
+    # the run's image batches per rank: per source and in all, at the simulated rank counts and at its own (1)
+    ranks = {r["source"]: r for r in b.rows["rank_plan"]}
+    assert set(ranks) == {"captioned", "uncaptioned", "(all)"} and ranks["(all)"]["run_ranks"] == 1
+    assert ranks["(all)"]["images"] == ranks["captioned"]["images"] + ranks["uncaptioned"]["images"] == 13
+    assert ranks["(all)"]["run_imbalance"] == 0.0 and ranks["(all)"]["imbalance_8"] > 0
     # the manifests do not depend on the device request when the codes do not: the same shards, same digests
     assert {p.name: p.read_bytes() for p in (tmp_path / "cpu" / "tokenized").rglob("*.bin")} == \
         {p.name: p.read_bytes() for p in (tmp_path / "auto" / "tokenized").rglob("*.bin")}
