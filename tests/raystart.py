@@ -8,8 +8,8 @@ such a namespace a `ray start` worker cannot be kept on loopback: with
 127.0.0.1 in `--address` and `--node-ip-address` by the machine's other address.)
 
 PLAN: {"tmp": DIR, "ray_tmp": DIR, "port": N, "env": {...}, "steps": [STEP, ...]} where a STEP is
-`{"node": NAME, "head": bool, "cpus": N, "env": {...}}` (a `ray start --block` node; waits until it
-has joined) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
+`{"node": NAME, "head": bool, "cpus": N, "gpus": N, "env": {...}}` (a `ray start --block` node; waits
+until it has joined; `gpus`: `--num-gpus`, GPUs declared to Ray, which need not exist) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
 status, stdout and stderr go into RESULT under NAME). Every node is stopped at the end, also when a
 step fails; nodes also die with this process (PR_SET_PDEATHSIG), so a killed plan leaves nothing.
 """
@@ -40,6 +40,8 @@ def _start_node(step: dict, plan: dict, env: dict, logs: Path) -> subprocess.Pop
     ray = str(Path(sys.executable).with_name("ray"))
     args = [ray, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(step.get("cpus", 1)),
             "--node-name", step["node"], "--disable-usage-stats"]
+    if "gpus" in step:   # declared to Ray; on a CPU machine they are slots only (FIELD-NOTES.md)
+        args += ["--num-gpus", str(step["gpus"])]
     if step.get("head"):
         args += ["--head", "--port", str(plan["port"]), "--temp-dir", _ray_tmp(plan),
                  "--include-dashboard", "false"]
