@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from curation.ledger.pools import main_pool
 from curation.mixture.sampling import plan_seed, sample_counts, save_counts
 
 
@@ -59,8 +60,8 @@ def candidate_manifest(result, stage_name: str, name: str, mixture: dict, withhe
     recipe = result.plan.recipe.recipe
     stage = next(s for s in recipe.stages if s.name == stage_name).model_copy(
         update={"mixture": mixture, "category_targets": {}})  # the candidate's weights decide alone
-    tokens = {t["source"]: t["total_tokens"] for t in result.rows["tokens"]}
-    docs = {t["source"]: t["documents"] for t in result.rows["tokens"]}
+    tokens = {s: t["total_tokens"] for s, t in main_pool(result.rows).items()}
+    docs = {s: t["documents"] for s, t in main_pool(result.rows).items()}
     sp = plan_stage(stage, recipe.sources, tokens, docs)
     src_manifest = result.out / "manifests" / f"{stage_name}.json"
     m = json.loads(src_manifest.read_text())

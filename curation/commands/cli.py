@@ -12,6 +12,7 @@ from curation import __version__
 from curation.commands.console import EXIT_CODES_HELP, Session, UsageError, add_common_options_everywhere
 from curation.core.extras import require
 from curation.errors import CurateError
+from curation.ledger.pools import main_pool
 
 
 def _cmd_validate(a) -> int:
@@ -35,8 +36,8 @@ def _cmd_run(a) -> int:
     from curation.commands.run import run
     res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor,
               force=a.force)
-    tok = sum(t["total_tokens"] for t in res.rows["tokens"])
-    docs = sum(t["documents"] for t in res.rows["tokens"])
+    tok = sum(t["total_tokens"] for t in main_pool(res.rows).values())
+    docs = sum(t["documents"] for t in main_pool(res.rows).values())
     print(f"{docs:,} documents, {tok:,} tokens in {res.out}/tokenized")
     for m in res.manifests:
         print(f"manifest: {m}")

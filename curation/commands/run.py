@@ -27,6 +27,7 @@ from curation.runtime.cluster import media_kinds
 from curation.runtime.execute import execute
 from curation.runtime import mirror
 from curation.runtime.local import LocalExecutor
+from curation.ledger.pools import main_pool
 from curation.runtime.ray_executor import RayExecutor
 from curation.shards import read_index
 from curation.steps.image.worklist import write_worklist
@@ -176,8 +177,8 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now(), ranks=ranks)
     if progress and rows.get("rank_plan"):
         print(describe_ranks(rows["rank_plan"]), file=sys.stderr)
-    tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
-    docs = {t["source"]: t["documents"] for t in rows["tokens"]}
+    tokens = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
+    docs = {s: t["documents"] for s, t in main_pool(rows).items()}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
                               lengths=lambda s, suffix="": read_index(Path(f"{source_prefix(out, s)}{suffix}.idx"))[1])
     mark_inclusion(rows["sources"], stage_plans)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from curation.ledger.pools import main_pool
+
 
 def _top(counter: Counter, n: int = 3) -> str:
     return ", ".join(f"{reason} ({count})" for reason, count in counter.most_common(n)) or "none"
@@ -18,7 +20,7 @@ def _top(counter: Counter, n: int = 3) -> str:
 
 def source_failures(recipe, rows: dict) -> list[str]:
     read = {r["source"]: r["records_in"] for r in rows["steps"] if r["position"] == 0}
-    kept = {t["source"]: t["documents"] for t in rows["tokens"]}
+    kept = {s: t["documents"] for s, t in main_pool(rows).items()}
     quarantined: dict[str, Counter] = {}
     dropped: dict[str, Counter] = {}
     for q in rows["quarantine"]:

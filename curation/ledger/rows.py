@@ -17,18 +17,20 @@ from curation.ledger.conservation import check_conservation, check_written
 from curation.ledger.encoders import encoder_rows
 from curation.ledger.ranks import rank_rows
 from curation.ledger.environment import environment_row
+from curation.ledger.pools import pool_name
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
 from curation.steps.compliance.licences import licence_decision
-from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
+from curation.steps.compliance.optout import MATCH_RULES, NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
 
 def optout_mode(plan: Plan, src) -> str:
     if src.optout == "not_available":
         return NOT_TECHNICALLY_AVAILABLE
-    return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
+    optout = plan.recipe.recipe.optout
+    return f"robots.txt (page URL; {MATCH_RULES[optout.match]})" if optout else "none (no snapshots in the recipe)"
 
 
 def step_chain(markers: dict, source: str, shard: str) -> list[StepStats]:
@@ -62,13 +64,7 @@ def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
         check_conservation(source, f.shard_id, chain)
         check_written(source, f.shard_id, chain, markers[f"tokenize/{source}/{f.shard_id}"]["records"])
         for st in chain:
-            t = totals.setdefault(st.step, StepStats(st.step))
-            t.records_in += st.records_in
-            t.records_out += st.records_out
-            t.dropped.update(st.dropped)
-            t.quarantined.update(st.quarantined)
-            t.seconds += st.seconds
-            t.notes.update(st.notes)
+            totals[st.step] = totals.get(st.step, StepStats(st.step)) + st
     return totals
 
 
@@ -122,10 +118,15 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                     rows[table] += more
         for table, more in _step_rows(run, src.name, totals).items():
             rows[table] += more
-        counts = count_tokens_by_modality(source_prefix(out, src.name), plan.vocab.blocks, plan.vocab.reserved)
-        rows["tokens"].append({"run": run, "source": src.name, "documents": counts["documents"],
-                               "text_tokens": counts["text"], "image_tokens": counts["image"],
-                               "audio_tokens": counts["audio"], "total_tokens": counts["total"]})
+        for suffix in MODALITIES[src.modality].outputs(src):   # every merged shard set: the table sums to them
+            pool = count_tokens_by_modality(Path(f"{source_prefix(out, src.name)}{suffix}"),
+                                            plan.vocab.blocks, plan.vocab.reserved)
+            rows["tokens"].append({"run": run, "source": src.name, "pool": pool_name(suffix),
+                                   "documents": pool["documents"], "text_tokens": pool["text"],
+                                   "image_tokens": pool["image"], "audio_tokens": pool["audio"],
+                                   "total_tokens": pool["total"]})
+            if suffix == "":
+                counts = pool      # the source's own counts (its modality table's, below)
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))

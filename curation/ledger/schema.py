@@ -47,7 +47,7 @@ CORE: dict[str, pa.Schema] = {
                         ("reason", pa.string()), ("records", pa.int64())]),
     "quarantine": pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.string()),
                              ("reason", pa.string()), ("records", pa.int64())]),
-    "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("documents", pa.int64()),
+    "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("pool", pa.string()), ("documents", pa.int64()),
                          ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                          ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
     "feeds": FEEDS_SCHEMA,

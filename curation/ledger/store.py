@@ -24,7 +24,7 @@ VIEWS = {
         SELECT s.source, r.records_in AS records_read, t.documents AS documents_kept,
                round(100.0 * t.documents / nullif(r.records_in, 0), 2) AS kept_pct, t.total_tokens
         FROM sources s JOIN steps r ON r.source = s.source AND r.position = 0
-        JOIN tokens t ON t.source = s.source ORDER BY s.source""",
+        JOIN tokens t ON t.source = s.source AND t.pool = 'main' ORDER BY s.source""",
     "drop_reasons": """
         SELECT source, step, reason, records, 'dropped' AS kind FROM drops
         UNION ALL SELECT source, step, reason, records, 'quarantined' FROM quarantine

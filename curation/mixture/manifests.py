@@ -30,7 +30,9 @@ from curation.mixture.planning import StagePlan
 from curation.mixture.sampling import plan_seed, sample_counts, save_counts
 from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
+from curation.ledger.pools import main_pool
 from curation.shards import read_index
+from curation.shards.indexed import has_tokens
 from curation.shards.counting import count_tokens_by_modality
 
 __all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
@@ -73,7 +75,8 @@ class _Shards:
                 raise FileNotFoundError(f"{prefix}.idx: the {variant or 'main'} shards of {name} are missing; "
                                         f"re-run `curate run` to write them")
             files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
-                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")]
+                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")
+                     if ext == ".idx" or has_tokens(prefix)]   # an empty pool has no .bin (`shards.indexed.merge`)
             if variant:
                 c = count_tokens_by_modality(prefix, self.blocks, self.reserved)
             else:
@@ -142,7 +145,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
     r = plan.recipe.recipe
     mdir = out / "manifests"
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
-    shards = _Shards(out, mdir, {t["source"]: t for t in rows["tokens"]}, plan.vocab)
+    shards = _Shards(out, mdir, main_pool(rows), plan.vocab)
     vocabulary = _vocabulary(plan.vocab)
     tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK + EXECUTION_TABLES)
     written = []

@@ -27,6 +27,7 @@ import numpy as np
 from curation.core.hashing import sha256_file
 from curation.core.vocab import Block
 from curation.errors import VerifyError
+from curation.ledger.pools import MAIN_POOL, pool_name
 from curation.mixture.manifest_schema import field_digests, load_manifest
 from curation.mixture.megatron_check import check_handoff
 from curation.mixture.merkle import (
@@ -109,7 +110,10 @@ def _check_sources(m: dict, base: Path, ledger_dir: Path, ok: list[str]) -> list
     blocks = [Block(b["name"], b["start"], b["size"]) for b in m["vocabulary"]["blocks"]]
     run = m["recipe_fingerprint"].replace("'", "''")
     cols, rows = _query(ledger_dir, f"SELECT * FROM tokens WHERE run = '{run}'", problems)
-    tokens_rows = {r[cols.index("source")]: dict(zip(cols, r)) for r in rows}
+    # one row per source and pool (`ledger.pools`); a ledger written before pools has the main pool only
+    has_pools = "pool" in cols
+    tokens_rows = {(r[cols.index("source")], r[cols.index("pool")] if has_pools else MAIN_POOL): dict(zip(cols, r))
+                   for r in rows}
     stage = m["stage"].replace("'", "''")
     cols, rows = _query(ledger_dir, f"SELECT source, raw_tokens, documents FROM mixture WHERE run = '{run}' "
                         f"AND stage = '{stage}'", problems)
@@ -135,21 +139,19 @@ def _check_sources(m: dict, base: Path, ledger_dir: Path, ok: list[str]) -> list
         got = {"documents": counts["documents"], **{k: counts[k] for k in ("text", "image", "audio", "total")}}
         want = {"documents": src["documents"], **src["tokens"]}
         problems += [f"{name}: {k} = {got[k]} in the shard, manifest says {want.get(k)}" for k in got if got[k] != want.get(k)]
-        if src["variant"]:          # another shard set: the planner's mixture row counted it
-            lrow = mixture_rows.get(name)
-            lwant = None if lrow is None else {"total": lrow[0], "documents": lrow[1]}
-            what = f"mixture row of stage {m['stage']}"
-        else:
-            lrow = tokens_rows.get(name)
-            lwant = None if lrow is None else {"documents": lrow["documents"], "text": lrow["text_tokens"],
-                                               "image": lrow["image_tokens"], "audio": lrow["audio_tokens"],
-                                               "total": lrow["total_tokens"]}
-            what = "tokens table"
-        if lwant is None:
-            problems.append(f"{name}: no row in the ledger's {what} for run {m['recipe_fingerprint']}")
-        else:
-            problems += [f"{name}: {k} = {got[k]} in the shard, ledger's {what} says {v}"
-                         for k, v in lwant.items() if got[k] != v]
+        pool = pool_name(src["variant"])
+        checks = [("tokens table" + (f" (pool {pool})" if src["variant"] else ""), tokens_rows.get((name, pool)),
+                   lambda r: {"documents": r["documents"], "text": r["text_tokens"], "image": r["image_tokens"],
+                              "audio": r["audio_tokens"], "total": r["total_tokens"]})][: 1 if has_pools or not src["variant"] else 0]
+        if src["variant"]:          # another shard set: the planner's mixture row counted it too
+            checks.append((f"mixture row of stage {m['stage']}", mixture_rows.get(name),
+                           lambda r: {"total": r[0], "documents": r[1]}))
+        for what, lrow, fields in checks:
+            if lrow is None:
+                problems.append(f"{name}: no row in the ledger's {what} for run {m['recipe_fingerprint']}")
+            else:
+                problems += [f"{name}: {k} = {got[k]} in the shard, ledger's {what} says {v}"
+                             for k, v in fields(lrow).items() if got[k] != v]
         ok.append(f"{name}{src['variant']}: {counts['documents']} documents, {counts['total']} tokens, "
                   f"{len(src['files'])} files match")
     return problems

@@ -44,7 +44,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     OnError,
 )
 from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
-from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
+from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import (  # noqa: F401
     Audio,
     Conversations,
@@ -211,6 +211,10 @@ class MinHashDedup(Strict):
         if self.bands * self.rows > MAX_PERMUTATIONS:
             raise ValueError(f"bands × rows = {self.bands * self.rows} permutations, more than {MAX_PERMUTATIONS} "
                              f"(datatrove uses 14 × 8 = 112)")
+        bands = self.lsh()[0]
+        if bands * self.partitions > MAX_PLAN_NODES:   # known before any input is listed
+            raise ValueError(f"the plan would hold {bands * self.partitions:,} band tasks (bands {bands} × "
+                             f"partitions {self.partitions}), more than {MAX_PLAN_NODES:,}; lower bands or partitions")
         return self
 
     def lsh(self) -> tuple[int, int]:

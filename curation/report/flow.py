@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from curation.ledger.pools import main_pool
 from curation.report.colours import ink, report_colours
 from curation.report.plots import fits, pyplot, save, short_tokens, stack_order
 
@@ -21,7 +22,7 @@ WIDTH, GAP, BAND_ALPHA = 0.26, 0.025, 0.55
 
 def _columns(rows: dict, sources: list[str]) -> list[tuple[str, dict[str, float], int]]:
     """(label, source -> tokens, total) for the pools, then each stage."""
-    pools = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
+    pools = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
     cols = [("pools", {s: pools.get(s, 0) for s in sources})]
     for st in rows["stages"]:
         eff = {m["source"]: m["effective_tokens"] for m in rows["mixture"] if m["stage"] == st["stage"]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from curation.ledger.pools import main_pool
 from curation.report.colours import ink, report_colours
 
 DPI = 110
@@ -101,7 +102,7 @@ def funnel_plot(rows: dict, path: Path) -> Path:
     ax1.set_ylabel("records remaining")
     ax1.set_title("Records through the pipeline")
     ax1.grid(alpha=0.3)
-    toks = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
+    toks = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
     ax2.barh(sources, [toks.get(s, 0) for s in sources], color=[src_colour[s] for s in sources])
     ax2.invert_yaxis()
     ax2.set_xlim(0, max([*toks.values(), 1]) * 1.02)

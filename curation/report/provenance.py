@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from curation.ledger.pools import main_pool
 from curation.report.table import Cell, Section, table
 from curation.steps.compliance.licences import UNKNOWN_ADMITTED
 
@@ -43,7 +44,7 @@ def _decision(text: str) -> Cell:
 
 
 def _licences(rows: dict) -> Section:
-    tokens = {t["source"]: t["total_tokens"] for t in rows["tokens"]}
+    tokens = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
     removed: dict[str, int] = {}
     for d in rows.get("drops", []):
         if d["step"] == "licence":

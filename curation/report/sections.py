@@ -1,6 +1,7 @@
 """The report's tables, each a `Section` in a group of the table of contents, built from ledger rows."""
 from __future__ import annotations
 
+from curation.ledger.pools import main_pool
 from curation.report.removals import group_removals
 from curation.report.table import Cell, Section, table
 from curation.steps.registry import MODALITIES
@@ -215,24 +216,26 @@ def removal_section(rows: dict) -> Section:
 
 
 def record_sections(rows: dict) -> list[Section]:
-    tokens = {t["source"]: t for t in rows["tokens"]}
+    tokens = main_pool(rows)
     first = {r["source"]: r["records_in"] for r in rows["steps"] if r["position"] == 0}
-    total_tokens = sum(t["total_tokens"] for t in rows["tokens"]) or 1
+    total_tokens = sum(t["total_tokens"] for t in tokens.values()) or 1
     summary = []
     for s in rows["sources"]:
         t, n = tokens[s["source"]], first.get(s["source"], 0)
         summary.append([s["source"], s["category"], s["input_files"], n, t["documents"],
                         f"{100 * t['documents'] / max(n, 1):.1f}%", t["total_tokens"],
                         f"{100 * t['total_tokens'] / total_tokens:.1f}%", s["weight"]])
-    toks = [[t["source"], t["documents"], t["text_tokens"], t["image_tokens"], t["audio_tokens"], t["total_tokens"]]
-            for t in rows["tokens"]]
+    toks = [[t["source"], t["pool"], t["documents"], t["text_tokens"], t["image_tokens"], t["audio_tokens"],
+             t["total_tokens"]] for t in rows["tokens"]]
     return [
         Section(RECORDS, "Sources", "Records read, documents kept and their tokens (counted from the shards).",
                 table(["source", "category", "files", "records read", "documents kept", "kept", "tokens",
                        "token share", "weight"], summary)),
         removal_section(rows),
-        Section(RECORDS, "Tokens by modality", f"In the vocabulary `{rows['runs'][0]['vocabulary']}`.",
-                table(["source", "documents", "text", "image", "audio", "total"], toks)),
+        Section(RECORDS, "Tokens by modality", f"In the vocabulary `{rows['runs'][0]['vocabulary']}`, per source and "
+                "shard set (`main`; an audio source's `long_context` pool, a text source's `no_reasoning` copy): "
+                "every merged shard, so the total is what the shards hold.",
+                table(["source", "pool", "documents", "text", "image", "audio", "total"], toks)),
         steps_section(rows),
     ]
 

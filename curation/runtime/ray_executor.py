@@ -2,7 +2,7 @@
 
 The embedded instance binds every Ray process to 127.0.0.1 with the dashboard off: Ray's
 ports have no authentication, so an embedded run must never listen on a public interface
-(see FIELD-NOTES.md). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight. Tasks are
+(docs/FIELD-NOTES.md, Ray). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight. Tasks are
 `curation.runtime.node.run_node` calls; the results are byte-identical to the local executor's.
 """
 from __future__ import annotations

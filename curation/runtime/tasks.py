@@ -135,9 +135,9 @@ def run_merge(out: Path, node: Node) -> dict:
     prefix = source_prefix(out, node.source)
     outputs = []
     for suffix in node.spec["outputs"]:   # the source's shards, and its other outputs (.no_reasoning, ...) alike
-        merge([Path(f"{part_prefix(out, node.source, s)}{suffix}") for s in node.spec["shards"]],
-              Path(f"{prefix}{suffix}"))
-        outputs += [f"{_rel(out, prefix)}{suffix}.bin", f"{_rel(out, prefix)}{suffix}.idx"]
+        n_seq = merge([Path(f"{part_prefix(out, node.source, s)}{suffix}") for s in node.spec["shards"]],
+                      Path(f"{prefix}{suffix}"))
+        outputs += [f"{_rel(out, prefix)}{suffix}{ext}" for ext in ((".bin", ".idx") if n_seq else (".idx",))]
     return {"outputs": outputs}
 
 

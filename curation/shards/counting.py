@@ -50,7 +50,8 @@ def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[s
     size = blocks[-1].stop
     dtype, n_seq, _ = read_header(Path(f"{prefix}.idx"))
     listed = sum(int(b.sum(dtype=np.int64)) for b in iter_lengths(Path(f"{prefix}.idx"), chunk))
-    held = Path(f"{prefix}.bin").stat().st_size // dtype.itemsize
+    bin_path = Path(f"{prefix}.bin")
+    held = bin_path.stat().st_size // dtype.itemsize if n_seq or bin_path.exists() else 0   # empty: no .bin
     if held != listed:
         raise ConservationError(f"{prefix}.bin holds {held} tokens but its .idx lists "
                                 f"{listed}; the shard is damaged, re-run the merge")

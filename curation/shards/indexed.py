@@ -138,7 +138,9 @@ def iter_lengths(path: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
 
 def iter_tokens(prefix: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
     """The token array of `PREFIX.bin` in blocks of at most `chunk` tokens (never the whole shard)."""
-    dtype, _, _ = read_header(Path(f"{prefix}.idx"))
+    dtype, n_seq, _ = read_header(Path(f"{prefix}.idx"))
+    if n_seq == 0 and not Path(f"{prefix}.bin").exists():
+        return                                   # an empty pool (`merge` writes no `.bin` for it)
     with open(f"{prefix}.bin", "rb") as f:
         while (block := np.fromfile(f, dtype=dtype, count=chunk)).size:
             yield block
@@ -148,7 +150,11 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
     """Concatenate indexed datasets (given by prefix, in order) into one, atomically and streaming: tokens
     are copied in 4 MB blocks and the index is written from each part's lengths in turn, so memory does
     not grow with the number of documents (`chunk` lengths at a time). The bytes are those `write_index`
-    writes for all the lengths at once."""
+    writes for all the lengths at once.
+
+    An empty result (no sequences) writes its `.idx` only: a 0-byte `.bin` is a file that megatron-core
+    cannot map (`cannot mmap an empty file`), so no such file is left where a trainer could open it
+    (`has_tokens` tells the two apart). Returns the number of sequences written."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
     headers = [read_header(Path(f"{part}.idx")) for part in parts]
     dtypes = {h[0] for h in headers}
@@ -176,7 +182,17 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
         for start in range(0, n_seq + 1, chunk):
             f.write(np.arange(start, min(start + chunk, n_seq + 1), dtype=np.int64).tobytes())
     os.replace(idx_tmp, f"{prefix}.idx")
-    os.replace(bin_tmp, f"{prefix}.bin")
+    if n_seq:
+        os.replace(bin_tmp, f"{prefix}.bin")
+    else:
+        bin_tmp.unlink()
+        Path(f"{prefix}.bin").unlink(missing_ok=True)   # an earlier run's empty file
+    return n_seq
+
+
+def has_tokens(prefix: Path) -> bool:
+    """Whether an indexed dataset holds any sequence (an empty one is an `.idx` with no `.bin`: `merge`)."""
+    return read_header(Path(f"{prefix}.idx"))[1] > 0
 
 
 def read_tokens(prefix: Path) -> np.ndarray:

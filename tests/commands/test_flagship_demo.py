@@ -73,6 +73,24 @@ def test_committed_demo_manifests_are_what_the_demo_writes(demo_run):
         assert plan.read_bytes() == (REPO / "manifests" / "demo" / rel).read_bytes(), rel
 
 
+def test_the_tokens_table_sums_to_every_merged_shard(demo_run):
+    """One row per source and pool (main, the audio sources' long-context pools): the ledger's total is the
+    sum of every merged `.idx`, and no merged pool is a 0-byte `.bin` (megatron-core cannot map one)."""
+    import duckdb
+
+    from curation.shards import read_index
+    con = duckdb.connect(str(demo_run.out / "ledger" / "ledger.duckdb"), read_only=True)
+    pools = con.sql("SELECT source, pool, total_tokens FROM tokens").fetchall()
+    total = sum(t for _, _, t in pools)
+    idx = [p for p in (demo_run.out / "tokenized").glob("*/*.idx")]
+    assert len(idx) == len(pools)
+    assert total == sum(int(read_index(p)[1].sum()) for p in idx)
+    assert ("speech", "long_context") in {(s, p) for s, p, t in pools if t > 0}
+    assert ("unpaired", "long_context", 0) in pools
+    assert all(b.stat().st_size > 0 for b in (demo_run.out / "tokenized").glob("*/*.bin"))
+    assert not (demo_run.out / "tokenized" / "unpaired" / "unpaired.long_context.bin").exists()
+
+
 @pytest.mark.parametrize("stage", ["stage1", "stage2"])
 def test_curate_train_runs_on_the_stage(demo_run, tmp_path, stage, capsys):
     from curation.commands.cli import main

@@ -10,7 +10,7 @@ def _recipe(share=0.5):
 
 def _rows(read, kept, acquisition):
     return {"steps": [{"source": "photos", "position": 0, "records_in": read}],
-            "tokens": [{"source": "photos", "documents": kept}],
+            "tokens": [{"source": "photos", "pool": "main", "documents": kept}],
             "quarantine": [], "drops": [], "acquisition": acquisition}
 
 

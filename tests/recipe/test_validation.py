@@ -52,6 +52,9 @@ def test_duplicate_key_names_both_lines(tmp_path):
      ":4 and :4: key 'paths' appears twice in sources[0].input"),
     ("name: x\nvocabulary: VOCAB\nlicence_policy: {exclude: [], exclude: [non-commercial]}\nsources: []\n",
      "key 'exclude' appears twice in licence_policy"),
+    # a mapping or a list as a key (doubled braces in a template) is named, not a TypeError
+    ("name: x\nvocabulary: VOCAB\noptout: {{snapshots: robots}}\nsources: []\n", ":3 optout: a key is a mapping"),
+    ("name: x\nvocabulary: VOCAB\n[a, b]: 1\nsources: []\n", ":3 top level: a key is a list"),
 ])
 def test_duplicate_keys_anywhere(tmp_path, body, expected):
     p = _recipe(tmp_path, body)
@@ -158,16 +161,17 @@ def test_audio_and_acquire_bounds(tmp_path, settings, expected):
 
 
 def test_plan_size_counts_input_files(tmp_path, monkeypatch):
+    from curation.plan.graph import load_plan
+    from curation.plan.size import plan_nodes
     from curation.recipe import limits
     for i in range(6):
         write_jsonl(tmp_path / "in" / f"{i}.jsonl", [{"id": "1", "text": "x"}])
     p = _recipe(tmp_path, _source().replace("[a.jsonl]", "[in/*.jsonl]"))
     # exact dedup: keys per file, a hash range per file (at most 1024), one resolution
-    assert limits.plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1,
-                                                                  "exact": 13}
+    assert plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1, "exact": 13}
     monkeypatch.setattr(limits, "MAX_PLAN_NODES", 12)
     with pytest.raises(RecipeError, match=r"the plan would hold 26 tasks \(exact 13, process 6, tokenize 6\)"):
-        load_recipe(p)
+        load_plan(p)
 
 
 def test_source_without_licence_is_an_error_naming_it(tmp_path):
@@ -220,11 +224,13 @@ def test_shipped_recipes_validate(name):
     assert all(s.license for s in loaded.recipe.sources)
 
 
-@pytest.mark.parametrize("recipe", ["demo", "images", "audio", "interleaved"])
+@pytest.mark.parametrize("recipe", ["demo", "text", "images", "audio", "interleaved"])
 def test_plan_node_estimate_matches_the_plan(recipe):
-    """`plan_nodes` mirrors the phase table; if the plan gains phases, this says the estimate must follow."""
+    """Each phase's `node_count` is what its `plan` builds, stage by stage of the plan."""
     from curation.plan.graph import load_plan
-    from curation.recipe.limits import plan_nodes
+    from curation.plan.size import plan_nodes
     p = load_plan(REPO / "recipes" / f"{recipe}.yaml")
-    assert sum(plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()}).values()) == \
-        len(p.nodes())
+    counted = plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()})
+    built = {phase.name: len(nodes) for phase, nodes in p.phases}
+    built |= {stage.name: len(stage.nodes) for stage in p.stages if stage.phase is None}
+    assert counted == built

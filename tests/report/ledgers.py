@@ -63,7 +63,7 @@ def soofi_like(n_sources: int = 24, run: str = "f00dfeedc0ffee00") -> dict[str, 
                 rows["quarantine"].append({"run": run, "source": name, "step": step, "reason": "bad_json",
                                            "records": quarantined})
             left -= lost + quarantined
-        rows["tokens"].append({"run": run, "source": name, "documents": left, "text_tokens": tokens,
+        rows["tokens"].append({"run": run, "source": name, "pool": "main", "documents": left, "text_tokens": tokens,
                                "image_tokens": 0, "audio_tokens": 0, "total_tokens": tokens})
         for st, budget in (("phase1", 23_051_000), ("phase2", 6_303_000), ("long-context", 188_000)):
             epochs = 0.0 if (st == "phase2" and i % 4 == 1) or (st == "long-context" and cat != "SFT" and i % 2) \

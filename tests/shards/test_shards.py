@@ -53,3 +53,25 @@ def test_read_index_rejects_other_files(tmp_path):
     (tmp_path / "bad.idx").write_bytes(b"NOTMEGATRON" + bytes(40))
     with pytest.raises(ValueError, match="not a Megatron index"):
         read_index(tmp_path / "bad.idx")
+
+
+def test_an_empty_merge_writes_no_bin_a_trainer_could_open(tmp_path):
+    """megatron-core cannot map a 0-byte `.bin` ("cannot mmap an empty file"): an empty pool is its `.idx`
+    alone, which reads as 0 sequences, counts as 0 tokens, and removes an earlier run's empty `.bin`."""
+    from curation.core.vocab import Block
+    from curation.shards.counting import count_tokens_by_modality
+    from curation.shards.indexed import has_tokens, iter_tokens
+
+    _write(tmp_path / "parts" / "a", [])
+    _write(tmp_path / "parts" / "b", [])
+    (tmp_path / "pool.bin").write_bytes(b"")          # what an earlier version left
+    assert merge([tmp_path / "parts" / "a", tmp_path / "parts" / "b"], tmp_path / "pool") == 0
+    assert not (tmp_path / "pool.bin").exists() and (tmp_path / "pool.idx").is_file()
+    assert not list(tmp_path.glob("*.tmp"))
+    assert read_index(tmp_path / "pool.idx")[1].size == 0 and not has_tokens(tmp_path / "pool")
+    assert list(iter_tokens(tmp_path / "pool")) == []
+    counts = count_tokens_by_modality(tmp_path / "pool", [Block("text", 0, 10)], {})
+    assert counts == {"text": 0, "image": 0, "audio": 0, "documents": 0, "total": 0}
+    _write(tmp_path / "parts" / "c", [[1, 2]])
+    assert merge([tmp_path / "parts" / "a", tmp_path / "parts" / "c"], tmp_path / "pool") == 1
+    assert has_tokens(tmp_path / "pool") and read_tokens(tmp_path / "pool").tolist() == [1, 2]

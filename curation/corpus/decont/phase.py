@@ -97,6 +97,9 @@ class DecontPhase(CorpusPhase):
                                                "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
         return [[index], match, [resolve]]
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        return 1 + self.covered_files(recipe, files) + 1   # the index, a match per shard, the resolution
+
     def runners(self):
         return {"decont_index": run_decont_index, "decont": run_decont, "decont_resolve": self.resolve}
 

@@ -31,10 +31,17 @@ for the exclusion rule and as not allowing for the allow-list). Identical robots
 parsed once. Agent matching is protego's: a `User-agent: *` group applies to every agent that no
 more specific group names, so `User-agent: *` + `Disallow: /` opts out of all listed agents.
 
-Domain matching: the URL's host, lower-cased, without port and trailing dot, is looked up exactly,
-and, if it starts with `www.`, also without that prefix (`www.example.com` URLs are governed by
-both `www.example.com.txt` and `example.com.txt`; `example.com` URLs only by `example.com.txt`).
-No other parent domains are consulted.
+Domain matching (`match`, the recipe's `optout.match`): the URL's host, lower-cased, without port
+and trailing dot, gives the candidate snapshots, and an opt-out in any candidate's snapshots applies.
+- `host`: the host exactly and, if it starts with `www.`, also without that prefix (`www.example.com`
+  URLs are governed by both `www.example.com.txt` and `example.com.txt`; `example.com` URLs only by
+  `example.com.txt`).
+- `registrable_domain`: the host's registrable domain (the public suffix plus one label, from the
+  Public Suffix List shipped in the `publicsuffixlist` wheel: `a.stackexchange.com` ->
+  `stackexchange.com`, `www.bbc.co.uk` -> `bbc.co.uk`, `foo.github.io` stays itself) and its `www.`
+  form. An IP address or a bare public suffix has none.
+- `both` (the default): the candidates of both rules, host first. A site owner who opts out at the
+  registrable domain is honoured on every subdomain, and a subdomain's own opt-out still counts.
 
 Sources whose records keep only an image-hosting URL or another dataset's name cannot be
 attributed to a site owner; callers record those as `NOT_TECHNICALLY_AVAILABLE` rather than
@@ -59,8 +66,11 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import ipaddress
+
 import pyarrow as pa
 from protego import Protego
+from publicsuffixlist import PublicSuffixList
 
 from curation.core.record import Drop
 from curation.core.urls import ascii_host
@@ -78,6 +88,9 @@ DEFAULT_AGENTS = (
     "Applebot-Extended",
 )
 REASON_OPT_OUT = "robots_opt_out"
+MATCH_RULES = {"host": "exact host and www.", "registrable_domain": "registrable domain",
+               "both": "host and registrable domain"}   # `optout.match` -> how the ledger names it
+DEFAULT_MATCH = "both"
 NOT_TECHNICALLY_AVAILABLE = "domain-level opt-out not technically available"
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -133,6 +146,22 @@ def _host(url: str) -> str:
     if not host:
         raise RecordError("url_without_host", f"{url!r} names no host; a domain-level opt-out cannot be checked")
     return host
+
+
+@lru_cache(maxsize=1)
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()     # the list bundled in the wheel: nothing is fetched
+
+
+def registrable_domain(host: str) -> str | None:
+    """The registrable domain of a normalised host (public suffix plus one label), or None for an IP
+    address, a bare public suffix or a single label."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return None
+    except ValueError:
+        pass
+    return _suffixes().privatesuffix(host)
 
 
 def _path_url(url: str) -> str:
@@ -279,12 +308,21 @@ class OptOutIndex:
     def __contains__(self, domain: str) -> bool:
         return _normalise_domain(domain) in self._domains
 
-    def _candidates(self, url: str) -> tuple[str, list[str]]:
+    def _candidates(self, url: str, match: str = "host") -> tuple[str, list[str]]:
+        """The URL's host and the domains whose snapshots govern it under `match` (`MATCH_RULES`)."""
+        if match not in MATCH_RULES:
+            raise ValueError(f"opt-out match {match!r} is not one of {sorted(MATCH_RULES)}")
         host = _host(url)
-        names = [host]
-        if host.startswith("www.") and len(host) > 4:
-            names.append(host[4:])
-        return host, [n for n in names if n in self._domains]
+        names = []
+        if match in ("host", "both"):
+            names.append(host)
+            if host.startswith("www.") and len(host) > 4:
+                names.append(host[4:])
+        if match in ("registrable_domain", "both"):
+            reg = registrable_domain(host)
+            if reg is not None:
+                names += [reg, f"www.{reg}"]
+        return host, [n for n in dict.fromkeys(names) if n in self._domains]
 
     def _first_disallowed(self, parser: Protego, target: str) -> str | None:
         for agent in self.agents:
@@ -292,9 +330,10 @@ class OptOutIndex:
                 return agent
         return None
 
-    def decision(self, url: str) -> Decision:
-        """Exclusion rule: opted out if any agent is disallowed for `url` in any snapshot."""
-        host, names = self._candidates(url)
+    def decision(self, url: str, match: str = "host") -> Decision:
+        """Exclusion rule: opted out if any agent is disallowed for `url` in any snapshot of any domain
+        that governs it under `match`."""
+        host, names = self._candidates(url, match)
         target = _path_url(url)
         best: tuple[str, int, str, str] | None = None  # (date, candidate order, domain, agent)
         for order, domain in enumerate(names):
@@ -313,10 +352,10 @@ class OptOutIndex:
         day, _, domain, agent = best
         return Decision(False, REASON_OPT_OUT, domain, agent, day)
 
-    def allowlisted(self, url: str) -> bool:
+    def allowlisted(self, url: str, match: str = "host") -> bool:
         """Strict allow-list: a robots.txt exists in some snapshot and every agent is allowed for
-        `url` in every snapshot that has one."""
-        _, names = self._candidates(url)
+        `url` in every snapshot that has one (of the domains that govern it under `match`)."""
+        _, names = self._candidates(url, match)
         if not names:
             return False
         target = _path_url(url)
@@ -339,19 +378,20 @@ class RobotsOptOut(Filter):
     `not_allowlisted` (what a strict allow-list would remove instead)."""
     name = "robots_optout"
 
-    def __init__(self, index: OptOutIndex, url_field: str = "url", **kw):
+    def __init__(self, index: OptOutIndex, url_field: str = "url", match: str = DEFAULT_MATCH, **kw):
         super().__init__(**kw)
         self.index = index
         self.url_field = url_field
+        self.match = match
 
     def keep(self, record) -> bool | Drop:
         url = record.meta.get(self.url_field)
         if not isinstance(url, str) or not url.strip():
             self.stats.notes["no_url"] += 1
             return True
-        decision = self.index.decision(url)  # raises RecordError (quarantined) for a URL without a host
+        decision = self.index.decision(url, self.match)  # RecordError (quarantined): a URL without a host
         self.stats.notes["checked"] += 1
-        if not self.index.allowlisted(url):
+        if not self.index.allowlisted(url, self.match):
             self.stats.notes["not_allowlisted"] += 1
         return True if decision.allowed else Drop(REASON_OPT_OUT, f"{decision.domain} disallows "
                                                                   f"{decision.agent} in {decision.snapshot}")
