@@ -8,8 +8,8 @@ such a namespace a `ray start` worker cannot be kept on loopback: with
 127.0.0.1 in `--address` and `--node-ip-address` by the machine's other address.)
 
 PLAN: {"tmp": DIR, "ray_tmp": DIR, "port": N, "env": {...}, "steps": [STEP, ...]} where a STEP is
-`{"node": NAME, "head": bool, "cpus": N, "env": {...}}` (a `ray start --block` node; waits until it
-has joined, or with `"background": true` does not wait) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
+`{"node": NAME, "head": bool, "cpus": N, "gpus": N, "env": {...}}` (a `ray start --block` node; `gpus`:
+`--num-gpus`, GPUs declared to Ray, which need not exist; waits until it has joined, or with `"background": true` does not wait) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
 status, stdout, stderr and wall seconds go into RESULT under NAME). For fault runs: `"background": true`
 on a run starts it without waiting; `{"wait": NAME}` waits for it; `{"kill": NODE, "when": PREFIX}` waits
 until a Ray task whose name starts with PREFIX runs on NODE (its worker's process title is
@@ -46,6 +46,8 @@ def _start_node(step: dict, plan: dict, env: dict, logs: Path) -> subprocess.Pop
     ray = str(Path(sys.executable).with_name("ray"))
     args = [ray, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(step.get("cpus", 1)),
             "--node-name", step["node"], "--disable-usage-stats"]
+    if "gpus" in step:   # declared to Ray; on a CPU machine they are slots only (FIELD-NOTES.md)
+        args += ["--num-gpus", str(step["gpus"])]
     if step.get("head"):
         args += ["--head", "--port", str(plan["port"]), "--temp-dir", _ray_tmp(plan),
                  "--include-dashboard", "false"]

@@ -68,7 +68,7 @@ def _cmd_verify(a) -> int:
         for path in relocate_handoff(manifest):
             print(f"rewrote {path}", file=sys.stderr)
     for line in verify_manifest(manifest):
-        print(f"ok  {line}")
+        print(line if line.startswith("warning:") else f"ok  {line}")
     print(f"{a.manifest}: verified")
     return 0
 
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("explain", help="print the phase table, step chains and each node's fingerprint")
     s.add_argument("recipe")
-    s.add_argument("--nodes", action="store_true", help="one `key fingerprint` line per node, nothing else")
+    s.add_argument("--nodes", action="store_true", help="one `key fingerprint resources` line per node, nothing else")
     s.set_defaults(fn=_cmd_explain)
 
     s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")

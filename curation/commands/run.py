@@ -11,10 +11,12 @@ from curation.commands.outguard import check_inputs, check_recipe, remove_stale
 from curation.core.layout import ledger_dir, source_prefix
 from curation.core.outloc import Remote, is_remote, parse_out
 from curation.core.outlock import OutputLock
+from curation.core.resources import Resources
 from curation.errors import CurateError, RunFailed
 from curation.ledger import build_rows, write_ledger
 from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
+from curation.ledger.ranks import describe as describe_ranks
 from curation.mixture.manifests import build_manifests, remove_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
@@ -141,13 +143,14 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs,
                            media=media_kinds(plan.recipe.recipe), retries=retries) as ex:
         done = execute(plan, str(out) if remote else out, ex, barriers=barriers)
+        ranks = codec_ranks(ex, plan)
     if remote:
         mirror.pull(remote, local, done.markers)
     if replaced:   # --force onto another recipe's output: its trainings' write-backs go with it
         (ledger_dir(local) / "consumed.parquet").unlink(missing_ok=True)
     remove_stale(local, done.markers, progress)
     try:
-        result = _finish(plan, done, local, started_at, progress, root=out if remote else None)
+        result = _finish(plan, done, local, started_at, progress, root=out if remote else None, ranks=ranks)
     except RunFailed:
         if remote:   # its ledger and report (no manifest) are published too
             mirror.push(remote, local, done.markers)
@@ -163,10 +166,21 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
     return result
 
 
-def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root) -> RunResult:
+def codec_ranks(executor, plan: Plan) -> int:
+    """How many codec tasks the executor runs at once, the ranks of the image batch plan: the cluster's GPUs
+    when the codec tasks ask for GPUs and it has some, else the executor's task slots (1 for local)."""
+    gpus = int(getattr(executor, "gpus", 0))
+    if gpus and any(Resources.from_json(n.resources).wants_gpu for n in plan.tokenize):
+        return gpus
+    return max(1, int(getattr(executor, "slots", 1)))
+
+
+def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks: int = 1) -> RunResult:
     """Ledger, manifests and report from the tasks' markers (`out`: a local folder)."""
     write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
-    rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now())
+    rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now(), ranks=ranks)
+    if progress and rows.get("rank_plan"):
+        print(describe_ranks(rows["rank_plan"]), file=sys.stderr)
     tokens = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
     docs = {s: t["documents"] for s, t in main_pool(rows).items()}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,

@@ -4,7 +4,10 @@
 `band`); `spec` holds plain, JSON-able data the task needs (it travels to Ray workers); `deps` are
 the keys of the nodes whose outputs it reads. The fingerprint covers the settings the node reads,
 its inputs' content and the fingerprints of those nodes, so a completion marker with the same
-fingerprint means the outputs are current and a re-run skips the node.
+fingerprint means the outputs are current and a re-run skips the node. `resources` is what the node's
+task asks the scheduler for (`curation.core.resources.Resources` as JSON; empty: one CPU); it is not part
+of the fingerprint, since where a task runs is not what it writes (the device's precision is, through the
+encoder's settings).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class Node:
     fingerprint: str
     deps: list[str] = field(default_factory=list)
     spec: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
 
     @property
     def key(self) -> str:

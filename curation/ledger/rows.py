@@ -14,6 +14,8 @@ from curation.acquire.sources import read_acquired
 from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
+from curation.ledger.encoders import encoder_rows
+from curation.ledger.ranks import rank_rows
 from curation.ledger.environment import environment_row
 from curation.ledger.pools import pool_name
 from curation.plan.graph import Plan
@@ -91,9 +93,9 @@ def runs_row(plan: Plan, started_at: str | None, finished_at: str | None) -> dic
 
 
 def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None = None,
-               finished_at: str | None = None) -> dict[str, list[dict]]:
+               finished_at: str | None = None, ranks: int = 1) -> dict[str, list[dict]]:
     """All rows but the mixture's; `started_at`/`finished_at` (UTC ISO, `environment.utc_now`) are the
-    run's, from `curate run`."""
+    run's, from `curate run`; `ranks`: how many codec tasks the run's executor ran at once (`rank_plan`)."""
     run = plan.recipe.fingerprint
     r = plan.recipe.recipe
     rows: dict[str, list[dict]] = defaultdict(list)
@@ -129,6 +131,8 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals, counts))
+    rows["encoders"] = encoder_rows(run, plan.tokenize, markers)
+    rows["rank_plan"] = rank_rows(run, plan.tokenize, markers, ranks)
     rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
                                     if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:

@@ -8,6 +8,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from curation.acquire.feeds import FEEDS_SCHEMA
+from curation.ledger.encoders import ENCODERS
+from curation.ledger.encoders import VOLATILE as ENCODER_VOLATILE
+from curation.ledger.ranks import RANK_PLAN
+from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
 from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
@@ -17,7 +21,7 @@ from curation.steps.registry import LEDGER_STEPS, MODALITIES
 # (`curation.mixture.merkle.table_digest`) and of the determinism checks, so two runs of the same
 # recipe on the same inputs still give byte-identical manifests. Column names here are unique
 # across the ledger's tables.
-VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES})
+VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES, *ENCODER_VOLATILE, *RANK_VOLATILE})
 
 # Tables that describe one execution rather than its outputs, as the volatile columns do: which tasks were
 # run again after their worker or node died. Left out of the manifests' ledger digests and of the
@@ -51,7 +55,9 @@ CORE: dict[str, pa.Schema] = {
     "tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("pool", pa.string()), ("documents", pa.int64()),
                          ("text_tokens", pa.int64()), ("image_tokens", pa.int64()),
                          ("audio_tokens", pa.int64()), ("total_tokens", pa.int64())]),
-    "feeds": FEEDS_SCHEMA,   # threat feeds the network guard compiled: format, entries by kind, skipped lines
+    "feeds": FEEDS_SCHEMA,
+    "encoders": ENCODERS,    # per part: codec, device and precision (curation.ledger.encoders)
+    "rank_plan": RANK_PLAN,  # image batches per rank, predicted imbalance (curation.ledger.ranks)   # threat feeds the network guard compiled: format, entries by kind, skipped lines
     "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
                          ("budget_tokens", pa.int64())]),
     "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),

@@ -39,6 +39,10 @@ from curation.shards.counting import count_tokens_by_modality
 __all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
 WRITTEN_BACK = ("consumed",)
+# ledger tables that describe where the work ran (devices, ranks), not what the shards hold (their sha256
+# freeze that): deterministic on one machine, so compared by the determinism checks, but not digested
+# (the same recipe on a GPU cluster must give the same manifests); `EXECUTION_TABLES`: which tasks were retried
+DEVICE_TABLES = ("encoders", "rank_plan")
 
 
 def _rel(path: Path, start: Path) -> str:
@@ -146,7 +150,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
     shards = _Shards(out, mdir, main_pool(rows), plan.vocab)
     vocabulary = _vocabulary(plan.vocab)
-    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES))
+    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES, *DEVICE_TABLES))
     written = []
     for index, sp in enumerate(stage_plans):
         stage = sp.stage

@@ -10,7 +10,10 @@
 - the Megatron hand-off (`curation.mixture.megatron_check`);
 - the ledger: each Parquet table against the manifest's digest, and every table of `ledger.duckdb`
   against its Parquet file (an `UPDATE` in the DuckDB file alone is caught), its views against ours;
-- the Merkle root over all of it.
+- the Merkle root over all of it;
+- the precision contract: a stage whose parts were encoded at more than one precision (the ledger's
+  `encoders`: CPU float32 parts next to CUDA TF32 ones, after a run resumed on other hardware) is reported
+  with the parts of each, as a `warning:` line; the shards are still what the manifest froze.
 """
 from __future__ import annotations
 
@@ -38,6 +41,27 @@ from curation.shards import read_index
 from curation.shards.counting import count_tokens_by_modality
 
 WRITTEN_BACK = ("consumed",)   # tables `curate train` writes after the manifest
+
+
+def precision_warnings(m: dict, ledger_dir: Path) -> list[str]:
+    """`warning:` lines when the parts of the manifest's sources mix precisions (per codec)."""
+    run = m["recipe_fingerprint"].replace("'", "''")
+    problems: list[str] = []
+    _, rows = _query(ledger_dir, f"SELECT source, shard, codec, device, precision FROM encoders WHERE run = '{run}' "
+                     f"ORDER BY codec, source, shard", problems)
+    names = {s["name"] for s in m["sources"]}
+    mine = [r for r in rows if any(n == r[0] or n.startswith(f"{r[0]}.") for n in names)]
+    out = []
+    for codec in sorted({r[2] for r in mine}):
+        by: dict[str, list[str]] = {}
+        for source, shard, _, device, precision in (r for r in mine if r[2] == codec):
+            by.setdefault(f"{device} {precision}", []).append(f"{source}/{shard}")
+        if len(by) > 1:
+            out.append(f"warning: the {codec} codes of this stage mix precisions: " + "; ".join(
+                f"{k}: {len(v)} part(s) (e.g. {v[0]})" for k, v in sorted(by.items()))
+                + " (codes of one image or clip may differ between them; re-run on one kind of device for one "
+                  "contract)")
+    return out
 
 
 def _check_fields(m: dict) -> list[str]:
@@ -272,4 +296,4 @@ def verify_manifest(path: Path, *, check_location: bool = True) -> list[str]:
                         f"and tables")
     if problems:
         raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
-    return ok
+    return ok + precision_warnings(m, ledger_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from curation.core.resources import Resources
 from curation.plan.graph import Plan
 from curation.plan.pipeline import drop_names, encoder_spec, process_chain
 
@@ -22,9 +23,11 @@ def chains(plan: Plan, source: str) -> tuple[list[str], list[str]]:
 
 
 def explain(plan: Plan, nodes: bool = False) -> str:
-    """The plan for people; with `nodes`, one `key fingerprint` line per node (for scripts and tests)."""
+    """The plan for people; with `nodes`, one `key fingerprint resources` line per node (for scripts and
+    tests; resources as `cpus=1,gpus=0`, `gpus=1` for a codec on CUDA, `gpus=auto` for one where there is one)."""
     if nodes:
-        return "\n".join(f"{n.key} {n.fingerprint}" for n in plan.nodes())
+        return "\n".join(f"{n.key} {n.fingerprint} {Resources.from_json(n.resources).describe()}"
+                         for n in plan.nodes())
     r = plan.recipe
     lines = [f"recipe {r.recipe.name}  fingerprint {r.fingerprint}  vocabulary {plan.vocab.id}",
              f"stages: {', '.join(f'{s.name} (seq {s.seq_length})' for s in r.recipe.stages)}", ""]
@@ -41,7 +44,7 @@ def explain(plan: Plan, nodes: bool = False) -> str:
                         [n for n in plan.tokenize if n.source == src.name]):
             lines.append(f"  shard {p.shard} {p.spec['rel']}")
             lines.append(f"    process  {p.fingerprint}")
-            lines.append(f"    tokenize {t.fingerprint}")
+            lines.append(f"    tokenize {t.fingerprint}  {Resources.from_json(t.resources).describe()}")
         lines.append(f"  merge      {next(n.fingerprint for n in plan.merge if n.source == src.name)}")
     lines += ["", "phase table, in run order:", f"  process    {len(plan.process)} task(s), one per input shard"]
     for phase, phase_nodes in plan.phases:

@@ -3,7 +3,8 @@
 `build_plan` makes one process node per input shard (its fingerprint covers the source's reader
 and process-chain settings and the input's content), asks each corpus-wide phase the recipe uses to
 plan its stages, then one tokenize node per shard (covering its process node, its encoder's
-settings and the phases that cover its source; nothing else) and one merge node per source. A
+settings and the phases that cover its source; nothing else; it asks for the resources its encoder
+declares, a GPU when the recipe puts the source's codec on one) and one merge node per source. A
 setting only the mixture reads (weights, epochs, categories, stages) is in no fingerprint here, so
 changing it recomputes no processing; a tokenize setting of one source reaches no other source.
 """
@@ -142,7 +143,7 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         tokenize.append(Node("tokenize", p.source, p.shard, fp, deps=deps, spec={
             "source": p.spec["source"], "run": run, "drops": drops, "encoder": encoder.settings,
             "process_fingerprint": p.fingerprint, "decisions": r.decisions,
-            "outputs": list(MODALITIES[src.modality].outputs(src))}))
+            "outputs": list(MODALITIES[src.modality].outputs(src))}, resources=encoder.resources.to_json()))
     merge = []
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]

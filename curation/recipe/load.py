@@ -70,6 +70,19 @@ _MESSAGES = {
 }
 
 
+def _fingerprinted(recipe) -> dict:
+    """The recipe's content for its fingerprint. An unset codec `device`/`precision` means the CPU float32
+    encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
+    fingerprint (and every manifest naming it); a set one is in."""
+    content = recipe.model_dump(mode="json")
+    for src in content.get("sources", []):
+        for block in (src.get("images"), src.get("audio")):
+            for key in ("device", "precision"):
+                if isinstance(block, dict) and block.get(key) is None:
+                    block.pop(key, None)
+    return content
+
+
 def _clean_loc(data: Any, loc: tuple) -> KeyPath:
     """Drop the discriminator tags pydantic inserts into union locations."""
     out: list[Any] = []
@@ -224,7 +237,7 @@ def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path
         _resolve_inputs(loaded, lines, raw_root)  # sources not yet acquired list no files: they count 0
         loaded.fingerprint = fingerprint({
             "curate": __version__.split(".")[0],
-            "recipe": recipe.model_dump(mode="json"),
+            "recipe": _fingerprinted(recipe),
             "vocabulary": sha256_file(vocab),
             "inputs": {s: [[f.rel, f.sha256] for f in fs] for s, fs in loaded.inputs.items()},
         })

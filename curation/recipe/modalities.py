@@ -8,8 +8,35 @@ from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import Strict
 
+Device = Literal["cpu", "cuda", "auto"]
+Precision = Literal["tf32", "float32", "bfloat16"]
 
-class Images(Strict):
+
+class OnDevice(Strict):
+    """Where a source's codec runs (`curation.core.resources`): `device` cpu (unset: the default), cuda (a GPU
+    per task; a cluster without GPUs is refused), auto (a GPU when the cluster has one, else the CPU); and
+    `precision` on CUDA: tf32 (unset: the default), float32 or bfloat16. A CPU always encodes in float32.
+    Unset, neither enters any fingerprint: the CPU float32 encoder every earlier version ran."""
+    device: Device | None = None
+    precision: Precision | None = None
+
+    @model_validator(mode="after")
+    def _precision_needs_a_gpu(self):
+        if self.precision is not None and self.device in (None, "cpu"):
+            raise ValueError(f"precision {self.precision!r} applies on CUDA; with device "
+                             f"{self.device or 'cpu (the default)'} the codec encodes in float32: set "
+                             f"`device: cuda` or `auto`, or drop `precision`")
+        return self
+
+    def codec_device(self) -> str:
+        return self.device or "cpu"
+
+    def codec_precision(self) -> str:
+        """The precision on CUDA (the contract: TF32 unless the recipe says otherwise)."""
+        return self.precision or "tf32"
+
+
+class Images(OnDevice):
     """Image samples: validation, the dedup domain, and how they are tokenized."""
     min_side: int = Field(default=32, ge=1, le=65536)  # shorter images are dropped (`image_too_small`)
     domain: str = "natural"                         # selects the pHash dedup radius (`image_dedup`)
@@ -36,7 +63,7 @@ class Images(Strict):
 _Rate = Annotated[float, Field(ge=0, le=1000)]
 
 
-class Audio(Strict):
+class Audio(OnDevice):
     """Audio clips: the manifest's fields, the checks of ingest, and how clips are tokenized.
 
     A manifest line names one clip: `audio_field` (a file relative to the manifest), and optionally

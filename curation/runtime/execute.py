@@ -40,6 +40,9 @@ def stage_deps(plan: Plan, barriers: bool = False) -> dict[str, list[str]]:
 
 def execute(plan: Plan, out: Path, executor, *, barriers: bool = False) -> Execution:
     done = Execution()
+    check = getattr(executor, "check_resources", None)
+    if check is not None:   # a request no node can meet fails before any task runs
+        check({n.key: n.resources for n in plan.nodes()})
     nodes = {n.key: n for n in plan.nodes()}
     labels = {n.key: s.name for s in plan.stages for n in s.nodes}
 
@@ -49,7 +52,7 @@ def execute(plan: Plan, out: Path, executor, *, barriers: bool = False) -> Execu
             done.skipped += 1
             return Skip(marker)
         done.executed += 1
-        return run_node, (str(out), nodes[key])
+        return run_node, (str(out), nodes[key]), nodes[key].resources
 
     done.markers = run_graph(executor, list(nodes), stage_deps(plan, barriers), prepare, labels,
                              getattr(executor, "progress", True))

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from curation.core.resources import Resources
 from curation.errors import CurateError
 from curation.runtime.schedule import run_all
 
@@ -30,7 +31,18 @@ class LocalExecutor:
     def __exit__(self, *exc) -> None:
         pass
 
-    def submit(self, key: str, fn: Callable, args: tuple) -> None:
+    def check_resources(self, resources: dict[str, dict]) -> None:
+        """A codec asked onto CUDA (`device: cuda`) needs CUDA in this process; `auto` falls back to the CPU."""
+        wanting = sorted(k for k, r in resources.items() if Resources.from_json(r).device == "cuda")
+        if wanting:
+            import torch
+            if not torch.cuda.is_available():
+                raise CurateError(f"{len(wanting)} task(s) ask for `device: cuda` (first: {wanting[0]}) but torch sees "
+                                  f"no CUDA device here (torch {torch.__version__}); run on a GPU machine or cluster, "
+                                  f"or set the source's `device: auto` or `cpu`")
+
+    def submit(self, key: str, fn: Callable, args: tuple, resources: dict | None = None) -> None:
+        """`resources` are not scheduled here: every task runs in this process, one at a time."""
         self._queue.append((key, fn, args))
 
     def wait(self) -> list[tuple[str, Any]]:
@@ -45,5 +57,6 @@ class LocalExecutor:
     def cancel(self) -> None:
         self._queue.clear()
 
-    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
-        return run_all(self, fn, calls, label, self.progress)
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str,
+            resources: dict[str, dict] | None = None) -> dict[str, Any]:
+        return run_all(self, fn, calls, label, self.progress, resources)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from curation.core.resources import ray_options
 from curation.errors import CurateError
 from curation.runtime import cluster
 from curation.runtime.schedule import run_all
@@ -84,6 +85,7 @@ class RayExecutor:
         # max_retries=0: this executor retries lost tasks itself, so that each retry is recorded
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_on_node)
         self._system = _system_failures()
+        self.gpus = float(ray.cluster_resources().get("GPU", 0))   # GPU tasks ask for one each (`ray_options`)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -105,10 +107,19 @@ class RayExecutor:
             self._cpus = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         return self._cpus
 
-    def submit(self, key: str, fn: Callable, args: tuple) -> None:
-        # named by the node key: `ray::tokenize/web/00001` in `ps`, the dashboard and the task's traceback
-        ref = self._remote.options(name=key).remote(fn, *args)
-        self._pending[ref] = (key, fn, args, 0)
+    def check_resources(self, resources: dict[str, dict]) -> None:
+        """Every node's request can be met by this cluster (`ray_options` refuses a GPU on a cluster without)."""
+        for key, r in resources.items():
+            ray_options(r, self.gpus, key)
+
+    def submit(self, key: str, fn: Callable, args: tuple, resources: dict | None = None) -> None:
+        """Run `fn(*args)` as a Ray task asking for `resources` (`curation.core.resources.ray_options`: one CPU,
+        or one whole GPU per codec task); named by the node key: `ray::tokenize/web/00001` in `ps`, the
+        dashboard and the task's traceback."""
+        self._pending[self._launch(key, fn, args, resources)] = (key, fn, args, resources, 0)
+
+    def _launch(self, key: str, fn: Callable, args: tuple, resources: dict | None):
+        return self._remote.options(name=key, **ray_options(resources, self.gpus, key)).remote(fn, *args)
 
     def wait(self) -> list[tuple[str, Any]]:
         """The tasks that finished (possibly none: a task lost with its worker or node is resubmitted)."""
@@ -116,11 +127,11 @@ class RayExecutor:
         done, _ = ray.wait(list(self._pending), num_returns=1)
         results = []
         for ref in done:
-            key, fn, args, attempt = self._pending.pop(ref)
+            key, fn, args, resources, attempt = self._pending.pop(ref)
             try:
                 node_id, result = ray.get(ref)
             except self._system as e:
-                self._retry(key, fn, args, attempt, e)
+                self._retry(key, fn, args, resources, attempt, e)
                 continue
             except ray.exceptions.RayTaskError as e:
                 cause = getattr(e, "cause", None)
@@ -133,7 +144,8 @@ class RayExecutor:
             results.append((key, result))
         return results
 
-    def _retry(self, key: str, fn: Callable, args: tuple, attempt: int, e: BaseException) -> None:
+    def _retry(self, key: str, fn: Callable, args: tuple, resources: dict | None, attempt: int,
+               e: BaseException) -> None:
         """Resubmit a task whose worker or node died, and record it; past `retries` attempts, fail the run."""
         message = (str(e).strip().splitlines() or [""])[0][:500]
         if attempt >= self.max_retries:
@@ -145,17 +157,18 @@ class RayExecutor:
         if self.progress:
             print(f"retry: task {key} (attempt {attempt + 2} of {self.max_retries + 1}) after "
                   f"{type(e).__name__}: {message.split('. ')[0]}", file=sys.stderr)
-        ref = self._remote.options(name=key).remote(fn, *args)
-        self._pending[ref] = (key, fn, args, attempt + 1)
+        self._pending[self._launch(key, fn, args, resources)] = (key, fn, args, resources, attempt + 1)
 
     def cancel(self) -> None:
         for ref in self._pending:
             self.ray.cancel(ref)
         self._pending.clear()
 
-    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
-        """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight."""
-        return run_all(self, fn, calls, label, self.progress)
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str,
+            resources: dict[str, dict] | None = None) -> dict[str, Any]:
+        """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight, each asking for its
+        key's `resources`."""
+        return run_all(self, fn, calls, label, self.progress, resources)
 
     def node_counts(self) -> dict[str, int]:
         """Tasks finished per node, by the node's name (`ray start --node-name`) or address."""

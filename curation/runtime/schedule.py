@@ -31,7 +31,8 @@ def run_graph(executor, keys: Sequence[str], deps: dict[str, Iterable[str]], pre
     """Run every key of `keys` (in that order among the ready ones) once all its `deps` are done.
 
     `prepare(key)`, called when the key becomes ready (its deps' outputs exist then), returns `(fn, args)`
-    to run on the executor or a `Skip`. `labels`: key -> the progress row it counts in. Returns the
+    or `(fn, args, resources)` to run on the executor (`resources`: what the task asks the scheduler for,
+    `curation.core.resources`), or a `Skip`. `labels`: key -> the progress row it counts in. Returns the
     results by key. The first failure cancels what is in flight and is raised (the executor names it)."""
     index = {k: i for i, k in enumerate(keys)}
     waiting: dict[str, int] = {}
@@ -70,8 +71,8 @@ def run_graph(executor, keys: Sequence[str], deps: dict[str, Iterable[str]], pre
                     board.skip(labels.get(key, "tasks"))
                     finished(key)
                     continue
-                fn, args = what
-                executor.submit(key, fn, args)
+                fn, args, *resources = what
+                executor.submit(key, fn, args, *resources)
                 in_flight += 1
                 if on_start:
                     on_start(key)
@@ -94,7 +95,8 @@ def run_graph(executor, keys: Sequence[str], deps: dict[str, Iterable[str]], pre
 
 
 def run_all(executor, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str,
-            progress: bool = True) -> dict[str, Any]:
-    """`fn(*args)` for each independent (key, args): the executors' `map`."""
-    args = dict(calls)
-    return run_graph(executor, list(args), {}, lambda k: (fn, args[k]), dict.fromkeys(args, label), progress)
+            progress: bool = True, resources: dict[str, dict] | None = None) -> dict[str, Any]:
+    """`fn(*args)` for each independent (key, args), each asking for its key's `resources`: the executors' `map`."""
+    args, resources = dict(calls), resources or {}
+    return run_graph(executor, list(args), {}, lambda k: (fn, args[k], resources.get(k)),
+                     dict.fromkeys(args, label), progress)

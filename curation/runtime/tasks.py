@@ -121,6 +121,12 @@ def run_tokenize(out: Path, node: Node) -> dict:
     checkpoint.clear()
     sunk = _write_sink(out, node, sink, "tokenize")
     return {"stats": [s.stats.to_json() for s in steps], "records": records, "documents": documents,
+            # where each codec ran and at which precision (`curation.steps.device`; the ledger's `encoders`)
+            "encoders": [p.to_json() for s in steps for p in getattr(s, "placements", [])],
+            # [tokens, images] per planned image batch: the run's plan per rank (`curation.ledger.ranks`)
+            **({"image_batches": b} if (b := [x for s in steps for x in getattr(s, "planned", [])]) else {}),
+            # seconds loading, encoding and in all, of the codec steps (benchmarks: the encoder's busy share)
+            **({"timing": t} if (t := [s.timing for s in steps if hasattr(s, "timing")]) else {}),
             "tokens": tokens, "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
                                             for ext in (".bin", ".idx")), *sunk]}
 

@@ -22,7 +22,9 @@ checks this for every step, source and shard.
 
 A `StepSpec` is a step as a recipe declares it: its name, the settings it reads (what its node's
 fingerprint covers) and how to build it inside a task. Plans, `explain` and tasks all compose the
-same specs (`curation.plan.pipeline`), so the chain a user is shown is the chain that runs.
+same specs (`curation.plan.pipeline`), so the chain a user is shown is the chain that runs. Its
+`resources` (`curation.core.resources`) are what its task asks the scheduler for: one CPU, unless an
+encoder runs a codec the recipe put on a GPU.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from typing import Any
 
 from curation.core.io import is_url
 from curation.core.record import Drop, QuarantineSink, Record, StepStats
+from curation.core.resources import Resources
 from curation.errors import RecordError, StepFailed
 
 
@@ -42,6 +45,7 @@ class StepSpec:
     name: str
     settings: dict                           # JSON-able: every setting the step reads
     build: Callable[..., "Step"]             # build(source=..., sink=...) -> the step
+    resources: Resources = Resources()       # what its task asks the scheduler for
 
 
 @dataclass(frozen=True, slots=True)

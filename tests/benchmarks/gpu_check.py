@@ -18,8 +18,15 @@ and exits 0. Codecs: the seeded demo configurations of tokenizers/ unless --imag
 --audio-codec name published checkpoint folders (README, "Codecs"). Media: ../shared/data/{images,
 audio} when present, else the repository's own demo shards and clips (recipes/images, recipes/audio).
 
+Pipeline mode (`--pipeline`, `tests/benchmarks/gpu_pipeline.py`): instead of the sections above, `curate run`
+of the multimodal demo and of a synthetic image/audio set with every codec on `device: cuda` (one task per
+GPU of the machine, TF32, then bfloat16) against `device: cpu`: the encoder's busy share, images/s and
+clips/s per GPU, codes identical to CPU float32 or the flip rate per precision, the rank imbalance. It
+replaces only the report's "## Pipeline" section. Without CUDA it runs the CPU reference and says so.
+
 Usage (about 1-2 minutes on one H200 with the demo codecs; --quick: seconds, for the test):
   .venv/bin/python tests/benchmarks/gpu_check.py [--images 512] [--cpu-images 16] [--compare 24] [--clips 64]
+  .venv/bin/python tests/benchmarks/gpu_check.py --pipeline [--pipeline-images 2048] [--pipeline-clips 256]
 """
 from __future__ import annotations
 
@@ -269,8 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clips", type=int, default=64, help="clips for the audio throughput")
     ap.add_argument("--area", type=int, default=512 * 512)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (the test)")
+    ap.add_argument("--pipeline", action="store_true", help="curate run with the codecs on every GPU (only that "
+                    "section of the report is rewritten)")
+    ap.add_argument("--pipeline-images", type=int, default=None, help="synthetic images (CUDA: 2048, else 96)")
+    ap.add_argument("--pipeline-clips", type=int, default=None, help="synthetic clips (CUDA: 256, else 24)")
     a = ap.parse_args(argv)
     import torch
+    if a.pipeline:
+        return pipeline_main(a, torch)
     if a.quick:
         a.images, a.cpu_images, a.compare, a.compare_clips, a.clips, a.area = 6, 4, 3, 3, 4, 64 * 64
     torch.set_num_threads(1)   # the pipeline's CPU setting (curation.steps.encode.one_thread): reference codes
@@ -295,6 +308,31 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text("\n".join(lines))
     print("\n".join(lines))
+    return 0
+
+
+def pipeline_main(a, torch) -> int:
+    from tests.benchmarks.gpu_pipeline import pipeline_section
+    cuda = torch.cuda.is_available()
+    images = a.pipeline_images or (8 if a.quick else 2048 if cuda else 96)
+    clips = a.pipeline_clips or (4 if a.quick else 256 if cuda else 24)
+    started = time.perf_counter()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    section = pipeline_section(cuda, images, clips)
+    section[1:1] = ["", f"Produced by `.venv/bin/python tests/benchmarks/gpu_check.py --pipeline"
+                    f"{' --quick' if a.quick else ''}` on {time.strftime('%Y-%m-%d')}: "
+                    f"{len(gpus)} GPU(s){': ' + ', '.join(sorted(set(gpus))) if gpus else ''}, {os.cpu_count()} CPUs "
+                    f"(load {os.getloadavg()[0]:.1f}), torch {torch.__version__}; {time.perf_counter() - started:.0f} s."]
+    text = a.out.read_text() if a.out.is_file() else "# GPU checks: codecs and the Mamba-2 scan\n\n"
+    if "## Pipeline" in text:
+        start = text.index("## Pipeline")
+        nxt = text.find("\n## ", start + 1)
+        text = text[:start] + "\n".join(section) + (text[nxt + 1:] if nxt != -1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(section)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(text)
+    print("\n".join(section))
     return 0
 
 

@@ -25,7 +25,7 @@ def _load(name: str) -> dict:
 
 
 def nodes(recipe: dict, tmp: Path) -> dict[str, str]:
-    """node key -> fingerprint, as `curate explain --nodes` prints them for this recipe."""
+    """node key -> fingerprint, as `curate explain --nodes` prints them for this recipe (then its resources)."""
     folder = tmp / f"r{len(list(tmp.glob('r*')))}"
     folder.mkdir()
     for d in ("demo", "images", "audio", "classifiers"):
@@ -35,7 +35,7 @@ def nodes(recipe: dict, tmp: Path) -> dict[str, str]:
     out = io.StringIO()
     with redirect_stdout(out):
         assert main(["explain", str(path), "--nodes"]) == 0
-    return dict(line.split() for line in out.getvalue().splitlines())
+    return dict(line.split()[:2] for line in out.getvalue().splitlines())
 
 
 def changed(a: dict, b: dict) -> set[str]:
@@ -116,3 +116,39 @@ def test_an_output_neutral_setting_is_in_no_fingerprint(tmp_path):
     edited["tokenize_batch_size"] = 64
     edited["description"] = "another description"
     assert changed(nodes(base, tmp_path), nodes(edited, tmp_path)) == set()
+
+
+def resources(recipe: dict, tmp: Path) -> dict[str, str]:
+    """node key -> resources, the third column of `curate explain --nodes`."""
+    folder = tmp / f"r{len(list(tmp.glob('r*')))}"
+    folder.mkdir()
+    for d in ("demo", "images", "audio", "classifiers"):
+        (folder / d).symlink_to(RECIPES / d)
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["explain", str(path), "--nodes"]) == 0
+    return {k: r for k, _, r in (line.split() for line in out.getvalue().splitlines())}
+
+
+def test_device_cpu_is_the_default_and_a_gpu_device_moves_only_that_sources_tokenize(tmp_path):
+    base = _load("images")
+    before = nodes(base, tmp_path)
+    explicit = copy.deepcopy(base)
+    _source(explicit, "captioned")["images"]["device"] = "cpu"
+    assert changed(before, nodes(explicit, tmp_path)) == set()   # cpu is what every earlier version ran
+    auto = copy.deepcopy(base)
+    _source(auto, "captioned")["images"]["device"] = "auto"
+    moved = changed(before, nodes(auto, tmp_path))
+    assert moved and all(k.startswith(("tokenize/captioned/", "merge/captioned")) for k in moved)
+    # the precision contract is part of the fingerprint when the codec may run on a GPU
+    bf16 = copy.deepcopy(auto)
+    _source(bf16, "captioned")["images"]["precision"] = "bfloat16"
+    assert {k for k in changed(nodes(auto, tmp_path), nodes(bf16, tmp_path))} == moved
+    res = resources(auto, tmp_path)
+    assert {r for k, r in res.items() if k.startswith("tokenize/captioned/")} == {"cpus=1,gpus=auto"}
+    assert {r for k, r in res.items() if not k.startswith("tokenize/captioned/")} == {"cpus=1,gpus=0"}
+    cuda = copy.deepcopy(base)
+    _source(cuda, "uncaptioned")["images"] = {**(_source(cuda, "uncaptioned").get("images") or {}), "device": "cuda"}
+    assert {r for k, r in resources(cuda, tmp_path).items() if k.startswith("tokenize/uncaptioned/")} == {"cpus=1,gpus=1"}

@@ -20,6 +20,7 @@ from curation.steps.audio.fingerprint import fingerprint as spectral_fingerprint
 from curation.steps.audio.fingerprint import pcm_hash
 from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, SharShard
 from curation.steps.base import StepSpec
+from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.modality import LedgerTable, Modality, ProcessedWriter
 
@@ -97,11 +98,13 @@ def _encoder(src, run: dict) -> StepSpec:
         from curation.steps.audio.tokenize import AudioTokenizer
         from curation.steps.codecs import load_codec
         one_thread()
-        return AudioTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["audio_codec"], WavTokenizerEncoder), **settings,
+        step = AudioTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["audio_codec"], WavTokenizerEncoder), **settings,
                               shar_dir=shar_dir(kw["out"], kw["source"], kw["shard"]),
                               checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
+        return placed(step, {"codec": ("audio", a)})
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "codec": run["audio_codec_sha256"], **settings}, build)
+                                 "codec": run["audio_codec_sha256"], **settings, **device_settings(a)}, build,
+                    device_resources(a))
 
 
 def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:

@@ -36,9 +36,11 @@ class ImageItem:
 
 def encode_images(items: list[ImageItem], codec, *, area: int, batch_tokens: int,
                   checkpoint: BatchCodes | None = None, first_batch: int = 0, use_prefetch: bool = True,
-                  timing: dict | None = None, window: int = 4096) -> Iterator[tuple[int, dict[str, np.ndarray], int]]:
+                  timing: dict | None = None, window: int = 4096,
+                  planned: list | None = None) -> Iterator[tuple[int, dict[str, np.ndarray], int]]:
     """(groups done, {key: (h, w) codes} of one window, batches in it) per plan window, in order: every item
-    of a group below `groups done` has its codes. Batch k is checkpointed as `first_batch + k`."""
+    of a group below `groups done` has its codes. Batch k is checkpointed as `first_batch + k`. `planned`
+    receives [tokens, images] per planned batch (the run's rank plan, `curation.ledger.ranks`)."""
     timing = timing if timing is not None else {}
     if not items:
         return
@@ -47,6 +49,8 @@ def encode_images(items: list[ImageItem], codec, *, area: int, batch_tokens: int
         raise ValueError("image items must come in record order (non-decreasing group)")
     p = plan(np.asarray([it.width for it in items]), np.asarray([it.height for it in items]), groups, area=area,
              budget=batch_tokens, ranks=1, window=window, patch=codec.patch)
+    if planned is not None:
+        planned += [[int(t), int(n)] for t, n in zip(p.tokens, p.images)]
     order = np.lexsort((np.arange(len(items)), p.batch))
     batches = [list(map(int, b)) for b in np.split(order, np.flatnonzero(np.diff(p.batch[order])) + 1)]
     keys = [[items[i].key for i in b] for b in batches]

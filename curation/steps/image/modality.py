@@ -11,6 +11,7 @@ import pyarrow as pa
 from curation.core.hashing import content_hash
 from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec
+from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
 from curation.steps.image.recaption import check_file
@@ -52,10 +53,12 @@ def _encoder(src, run: dict) -> StepSpec:
         from curation.steps.image.codec import IBQEncoder
         from curation.steps.image.tokenize import ImageTokenizer
         one_thread()
-        return ImageTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"], IBQEncoder), **settings,
+        step = ImageTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"], IBQEncoder), **settings,
                               checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
+        return placed(step, {"codec": ("image", im)})
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "codec": run["image_codec_sha256"], **settings}, build)
+                                 "codec": run["image_codec_sha256"], **settings, **device_settings(im)}, build,
+                    device_resources(im))
 
 
 def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:

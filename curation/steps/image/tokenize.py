@@ -36,6 +36,7 @@ class ImageTokenizer(ShardStep):
         self.vocab, self.codec, self.area, self.caption = vocab, codec, area, caption
         self.batch_tokens, self.prefetch, self.checkpoint = batch_tokens, prefetch, checkpoint
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}   # seconds, for benchmarks
+        self.planned: list[list[int]] = []   # [tokens, images] per planned batch: the run's rank plan (ledger)
         if self.codec.config["n_embed"] > vocab.block("image").size:
             raise ValueError(f"the image codec has {self.codec.config['n_embed']} codes; the vocabulary's image "
                              f"block holds {vocab.block('image').size}")
@@ -48,6 +49,7 @@ class ImageTokenizer(ShardStep):
         height = np.asarray([r.meta["height"] for r in records])
         p = plan(width, height, np.arange(len(records)), area=self.area, budget=self.batch_tokens, ranks=1,
                  patch=self.codec.patch)
+        self.planned += [[int(t), int(n)] for t, n in zip(p.tokens, p.images)]
         order = np.lexsort((np.arange(len(records)), p.batch))
         return [list(map(int, idx)) for idx in np.split(order, np.flatnonzero(np.diff(p.batch[order])) + 1)]
 

@@ -22,6 +22,7 @@ from curation.core.contain import name_digests
 from curation.core.hashing import content_hash, fingerprint
 from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec, settings_of
+from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.interleaved.check import LISTED_WITH_DOCUMENT, WITH_DOCUMENT, InterleavedCheck
 from curation.steps.interleaved.read import (
@@ -93,10 +94,12 @@ def _encoder(src, run: dict) -> StepSpec:
         from curation.steps.image.codec import IBQEncoder
         from curation.steps.interleaved.tokenize import InterleavedTokenizer
         one_thread()
-        return InterleavedTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"], IBQEncoder),
+        step = InterleavedTokenizer(Vocabulary.cached(run["vocab"]), load_codec(run["image_codec"], IBQEncoder),
                                     **settings, checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
+        return placed(step, {"codec": ("image", im)})
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "codec": run["image_codec_sha256"], **settings}, build)
+                                 "codec": run["image_codec_sha256"], **settings, **device_settings(im)}, build,
+                    device_resources(im))
 
 
 def document_hash(record) -> bytes:

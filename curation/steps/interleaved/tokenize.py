@@ -47,6 +47,7 @@ class InterleavedTokenizer(ShardStep):
         self.vocab, self.codec, self.area, self.batch_tokens = vocab, codec, area, batch_tokens
         self.min_images, self.checkpoint, self.prefetch, self.window = min_images, checkpoint, prefetch, window
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}
+        self.planned: list[list[int]] = []   # [tokens, images] per planned batch (the run's rank plan)
         if codec.config["n_embed"] > vocab.block("image").size:
             raise ValueError(f"the image codec has {codec.config['n_embed']} codes; the vocabulary's image block "
                              f"holds {vocab.block('image').size}")
@@ -109,7 +110,7 @@ class InterleavedTokenizer(ShardStep):
         written = 0
         for upto, codes, batches in encode_images(items, self.codec, area=self.area, batch_tokens=self.batch_tokens,
                                                   checkpoint=self.checkpoint, use_prefetch=self.prefetch,
-                                                  timing=self.timing, window=self.window):
+                                                  timing=self.timing, window=self.window, planned=self.planned):
             self.stats.notes["batches"] += batches
             for r, texts in docs[written:upto]:
                 r.shards = {"": [self._sequence(r, texts, codes)]}

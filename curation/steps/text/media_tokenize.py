@@ -49,6 +49,7 @@ class ConversationMediaTokenizer(ShardStep):
         self.image_codec, self.audio_codec = image_codec, audio_codec
         self.area, self.batch_tokens, self.checkpoint, self.prefetch = area, batch_tokens, checkpoint, prefetch
         self.timing = {"load": 0.0, "encode": 0.0, "wall": 0.0}
+        self.planned: list[list[int]] = []   # [tokens, images] per planned image batch (the rank plan)
 
     def _with_media(self, r: Record) -> bool:
         return is_conversation(r) and bool(r.meta.get("media"))
@@ -68,7 +69,8 @@ class ConversationMediaTokenizer(ShardStep):
             if self.image_codec is None:
                 raise ValueError("conversation images to expand but no image codec was loaded")
             for _, done, n in encode_images(images, self.image_codec, area=self.area, batch_tokens=self.batch_tokens,
-                                            checkpoint=self.checkpoint, use_prefetch=self.prefetch, timing=self.timing):
+                                            checkpoint=self.checkpoint, use_prefetch=self.prefetch, timing=self.timing,
+                                            planned=self.planned):
                 codes.update(done)
                 self.stats.notes["batches"] += n
         first = batch_count(images, self.image_codec, area=self.area, batch_tokens=self.batch_tokens) if images else 0

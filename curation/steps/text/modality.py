@@ -15,6 +15,7 @@ from curation.core.vocab import Vocabulary
 from curation.recipe import schema
 from curation.recipe.filters import QualityScore, Toxicity
 from curation.steps.base import StepSpec, settings_of
+from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.modality import Modality
 from curation.steps.text.filters import (
@@ -121,6 +122,9 @@ def _encoder(src, run: dict) -> StepSpec:
     im = src.image_settings()
     media = {"expand_media": kinds, **({"area": im.area, "batch_tokens": im.batch_tokens} if "image" in kinds else {}),
              **{f"{k}_codec": run[f"{k}_codec_sha256"] for k in kinds}}
+    blocks = {"image": im, "audio": src.audio_settings()}
+    for k in kinds:   # each codec's device request, under its own key (nothing for the CPU)
+        media |= {f"{k}_{key}": v for key, v in device_settings(blocks[k]).items()}
 
     def build(**kw):
         text = TextTokenizer(Vocabulary.cached(run["vocab"]), batch_size=run["batch_size"], reasoning=reasoning,
@@ -135,10 +139,12 @@ def _encoder(src, run: dict) -> StepSpec:
         one_thread()
         codecs = {f"{k}_codec": load_codec(run[f"{k}_codec"], {"image": IBQEncoder, "audio": WavTokenizerEncoder}[k])
                   for k in kinds}
-        return ConversationMediaTokenizer(text, **codecs, area=im.area, batch_tokens=im.batch_tokens,
+        step = ConversationMediaTokenizer(text, **codecs, area=im.area, batch_tokens=im.batch_tokens,
                                           checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
+        return placed(step, {f"{k}_codec": (k, blocks[k]) for k in kinds})
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "reasoning": reasoning, **({"media": media} if kinds else {})}, build)
+                                 "reasoning": reasoning, **({"media": media} if kinds else {})}, build,
+                    device_resources(*(blocks[k] for k in kinds)))
 
 
 def media_files(src, path: Path, base_dir: Path | None = None) -> str | None:
