@@ -12,6 +12,6 @@ __all__ = ["__version__", *API]
 
 def __getattr__(name: str):
     if name in API:   # the package's one upward import: its facade (tests/test_layers.py allows it)
-        from curation.commands import api
-        return getattr(api, name)
+        from curation.commands.api import Ledger, load_recipe, run
+        return {"run": run, "load_recipe": load_recipe, "Ledger": Ledger}[name]
     raise AttributeError(f"module 'curation' has no attribute {name!r}")
