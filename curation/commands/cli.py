@@ -37,7 +37,7 @@ def _cmd_run(a) -> int:
     if a.retries is not None and a.retries < 0:
         raise CurateError(f"--retries {a.retries}: give 0 or more (0: a lost task fails the run)")
     res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor,
-              force=a.force, retries=a.retries)
+              force=a.force, retries=a.retries, sign=a.sign)
     tok = sum(t["total_tokens"] for t in main_pool(res.rows).values())
     docs = sum(t["documents"] for t in main_pool(res.rows).values())
     print(f"{docs:,} documents, {tok:,} tokens in {res.out}/tokenized")
@@ -67,7 +67,7 @@ def _cmd_verify(a) -> int:
         from curation.mixture.megatron import relocate_handoff
         for path in relocate_handoff(manifest):
             print(f"rewrote {path}", file=sys.stderr)
-    for line in verify_manifest(manifest):
+    for line in verify_manifest(manifest, key=a.key):
         print(line if line.startswith("warning:") else f"ok  {line}")
     print(f"{a.manifest}: verified")
     return 0
@@ -141,7 +141,7 @@ def _cmd_train(a) -> int:
                       seed=a.seed,
                       checkpoint_every=a.checkpoint_every)
     manifest, fetched = _local_manifest(a.manifest, a.quiet)
-    trainer = Trainer(manifest, a.out, cfg, ModelConfig.tiny())
+    trainer = Trainer(manifest, a.out, cfg, ModelConfig.tiny(), key=a.key)
     resumed = f"; resuming at step {trainer.step}" if trainer.step else ""
     print(f"manifest {a.manifest}: verified; stage {trainer.manifest['stage']}, targets "
           f"{trainer.manifest['training']['targets']}; model {trainer.model.num_params():,} parameters{resumed}")
@@ -246,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
                         "joining a cluster or for runs big enough to pay for its start-up, else local; the "
                         "choice is printed)")
+    s.add_argument("--sign", metavar="KEY", default=None,
+                   help="sign each manifest with this ed25519 private key (PEM; `openssl genpkey -algorithm "
+                        "ed25519 -out KEY`): writes manifests/STAGE.sig, checked by `verify --key`")
     s.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("validate", help="check a recipe and its inputs; print its fingerprint")
@@ -260,8 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("verify", help="check a manifest against its shards, plans, Megatron hand-off and ledger")
     s.add_argument("manifest", help="OUT/manifests/STAGE.json, or its s3:// URL (read through a local cache)")
     s.add_argument("--relocate", action="store_true",
-                   help="first rewrite the paths the stage's hand-off files (and the ledger's decisions view) "
-                        "name, for an output folder that was copied or moved")
+                   help="first rewrite the paths the stage's hand-off files name, for an output folder that "
+                        "was copied or moved (and store an older ledger's decisions in ledger.duckdb)")
+    s.add_argument("--key", metavar="PUB", default=None,
+                   help="also require the manifest's signature (manifests/STAGE.sig) by this ed25519 public key "
+                        "(PEM); without it a manifest whose files and ledger were all rewritten consistently "
+                        "cannot be told from the run's")
     s.set_defaults(fn=_cmd_verify)
 
     s = sub.add_parser("ledger", help="print or export ledger tables, or run SQL on ledger.duckdb",
@@ -293,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of the steps, at most 20")
     s.add_argument("--checkpoint-every", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--key", metavar="PUB", default=None,
+                   help="train only on a manifest signed by this ed25519 public key (see `verify --key`)")
     s.set_defaults(fn=_cmd_train)
 
     s = sub.add_parser("ablate", help="train a proxy model on each candidate mixture of a recipe's `ablation:`; rank them")

@@ -18,6 +18,7 @@ from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
 from curation.ledger.ranks import describe as describe_ranks
 from curation.mixture.manifests import build_manifests, remove_manifests
+from curation.mixture.signing import load_private_key, remove_signatures, sign_manifest
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
 from curation.plan.graph import Plan, load_plan
@@ -95,12 +96,14 @@ def _unwritable(out: Path, e: OSError) -> CurateError:
 
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
         progress: bool = True, resolver=None, executor: str = "auto", force: bool = False,
-        retries: int | None = None, barriers: bool = False) -> RunResult:
+        retries: int | None = None, barriers: bool = False, sign: str | Path | None = None) -> RunResult:
     """`out`: a folder or an s3:// URL (`curation.core.outloc`). `force`: replace another recipe's outputs.
     `retries`: how often a task lost with its worker or node is run again (default: the recipe's
     `task_retries`). `barriers`: run the stages one after another (benchmarks; same outputs).
+    `sign`: an ed25519 private key (PEM) to sign each manifest with (`curation.mixture.signing`).
     `resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
     started_at = utc_now()
+    key = load_private_key(Path(sign)) if sign is not None else None   # a bad key stops before any work
     out = parse_out(out)                    # a scheme that cannot be written: refused before anything exists
     early = load_recipe(recipe_path, resolve_inputs=False)
     check_inputs(early, out)
@@ -114,18 +117,18 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         replaced = check_recipe(out, early.recipe.name, force)
         if not is_remote(out):
             return _run(recipe_path, out, out, early, lock, replaced, started_at, workers, address, progress,
-                        resolver, executor, retries, barriers)
+                        resolver, executor, retries, barriers, key)
         local = mirror.mirror_dir(out)      # the driver's copy of the output (see curation.runtime.mirror)
         local.mkdir(parents=True, exist_ok=True)
         mirror.retract(Remote(out))
         return _run(recipe_path, out, local, early, lock, replaced, started_at, workers, address, progress,
-                    resolver, executor)
+                    resolver, executor, retries, barriers, key)
     finally:
         lock.release()
 
 
 def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool, started_at, workers, address,
-         progress, resolver, executor, retries, barriers) -> RunResult:
+         progress, resolver, executor, retries, barriers, key=None) -> RunResult:
     """The run, with the lock held: tasks write `out` (a URL: they publish there), the driver works in `local`
     (the output folder itself, or the driver's mirror of the URL, pushed at the end)."""
     remote = Remote(out) if is_remote(out) else None
@@ -150,7 +153,8 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
         (ledger_dir(local) / "consumed.parquet").unlink(missing_ok=True)
     remove_stale(local, done.markers, progress)
     try:
-        result = _finish(plan, done, local, started_at, progress, root=out if remote else None, ranks=ranks)
+        result = _finish(plan, done, local, started_at, progress, root=out if remote else None, ranks=ranks,
+                         key=key)
     except RunFailed:
         if remote:   # its ledger and report (no manifest) are published too
             mirror.push(remote, local, done.markers)
@@ -175,7 +179,8 @@ def codec_ranks(executor, plan: Plan) -> int:
     return max(1, int(getattr(executor, "slots", 1)))
 
 
-def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks: int = 1) -> RunResult:
+def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks: int = 1,
+            key=None) -> RunResult:
     """Ledger, manifests and report from the tasks' markers (`out`: a local folder)."""
     write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now(), ranks=ranks)
@@ -194,9 +199,13 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
     if failures:   # the ledger and report show what happened; no manifest may point a trainer at it
         report = write_report(rows, out)
         remove_manifests(out)
+        remove_signatures(out / "manifests")
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
     manifests = build_manifests(plan, stage_plans, rows, out, root)
+    remove_signatures(out / "manifests")     # none of an earlier run may look like this one's
+    for m in manifests if key is not None else ():
+        sign_manifest(m, key)
     report = write_report(rows, out)
     _warn(rows)
     if progress:

@@ -59,7 +59,7 @@ CORE: dict[str, pa.Schema] = {
     "encoders": ENCODERS,    # per part: codec, device and precision (curation.ledger.encoders)
     "rank_plan": RANK_PLAN,  # image batches per rank, predicted imbalance (curation.ledger.ranks)   # threat feeds the network guard compiled: format, entries by kind, skipped lines
     "stages": pa.schema([("run", pa.string()), ("stage", pa.string()), ("seq_length", pa.int64()),
-                         ("budget_tokens", pa.int64())]),
+                         ("budget_tokens", pa.int64()), ("training", pa.string())]),
     "mixture": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
                           ("category", pa.string()), ("raw_tokens", pa.int64()), ("documents", pa.int64()),
                           ("epochs", pa.float64()), ("effective_tokens", pa.int64()), ("share", pa.float64()),

@@ -10,7 +10,7 @@ URL (`CURATE_CACHE`, else `~/.cache/curate/<hash>/`, laid out like the output fo
 
 A stage index's `.bin` is not in the store (object stores have no links; `curation.runtime.mirror`): it
 is recreated as a link to the source's shard the manifest names in `bin_of`. Then the hand-off's files
-and the ledger's `decisions` view are rewritten for the cache's location (`relocate_handoff`: the
+are rewritten for the cache's location (`relocate_handoff`: the
 manifest's digests are location-independent), and verification runs on the cache as on any folder.
 `curate train` writes its consumed tokens into the cache's ledger; `publish_writeback` uploads that
 ledger's `consumed.parquet` and `ledger.duckdb` to the output, under the output's lock.
@@ -80,6 +80,12 @@ def fetch_manifest(url: str) -> Path:
     target = mdir / name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
+    from curation.mixture.signing import signature_path
+    sig, sig_path = remote.cat(f"manifests/{Path(name).with_suffix('.sig')}"), signature_path(target)
+    if sig is None:
+        sig_path.unlink(missing_ok=True)       # a signature of an earlier fetch is not this manifest's
+    else:
+        sig_path.write_bytes(sig)
     if m is not None:
         from curation.mixture.megatron import relocate_handoff
         relocate_handoff(target)

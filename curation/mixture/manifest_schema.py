@@ -124,6 +124,11 @@ def _digest(value) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def training_json(training: dict) -> str:
+    """A stage's training settings as the ledger's `stages.training` holds them (canonical JSON)."""
+    return json.dumps(training, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def field_digests(m: dict) -> dict[str, str]:
     out = {}
     for key, value in m.items():

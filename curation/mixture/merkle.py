@@ -29,7 +29,7 @@ def merkle_root(leaves: list[str]) -> str:
     return level[0].hex()
 
 
-def _rows_digest(rows: list[dict]) -> str:
+def rows_digest(rows: list[dict]) -> str:
     rows = [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
     blob = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -40,7 +40,7 @@ def table_digest(path: Path) -> str:
 
     # maps as dicts, as DuckDB returns them (pyarrow's default is a list of pairs), so that a Parquet table
     # and its DuckDB copy hash the same rows
-    return _rows_digest(pq.read_table(path).to_pylist(maps_as_pydicts="strict"))
+    return rows_digest(pq.read_table(path).to_pylist(maps_as_pydicts="strict"))
 
 
 def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
@@ -60,7 +60,7 @@ def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
         for t in tables:
             cur = con.execute(f'SELECT * FROM "{t}"')
             cols = [d[0] for d in cur.description]
-            digests[t] = _rows_digest([dict(zip(cols, r)) for r in cur.fetchall()])
+            digests[t] = rows_digest([dict(zip(cols, r)) for r in cur.fetchall()])
         views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
     finally:
         con.close()

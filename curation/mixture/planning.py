@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from curation.mixture.manifest_schema import training_json
 from curation.mixture.longcontext import LongContextPlan, plan_long_context
 from curation.mixture.variants import shard_variant
 from curation.recipe.schema import MixtureEntry, Recipe, Source, Stage
@@ -222,7 +223,8 @@ def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
         "mixture": [r.as_row(run) for p in plans for r in p.rows],
         "mixture_flags": [{"run": run, **f} for p in plans for f in p.flags],
         "stages": [{"run": run, "stage": p.stage.name, "seq_length": p.stage.seq_length,
-                    "budget_tokens": p.budget_tokens} for p in plans],
+                    "budget_tokens": p.budget_tokens, "training": training_json(p.stage.training(i))}
+                   for i, p in enumerate(plans)],
         "buckets": [{"run": run, "stage": b.stage, "bucket": b.bucket, "lower": b.lower, "upper": b.upper,
                      "target_tokens": b.target_tokens, "filled_tokens": b.filled_tokens,
                      "topup_tokens": b.topup_tokens, "realised_tokens": b.realised_tokens,

@@ -2,8 +2,9 @@
 
 - the manifest's shape (`manifest_schema.load_manifest`) and each field against its digest, so an edit to
   `training.goldfish`, `vocabulary.eod`, `seq_length`, `samples`, ... is named, not silently used;
-- settings against the ledger: `seq_length`/`budget_tokens` against its `stages` table, the vocabulary
-  against `runs`;
+- settings against the ledger: `seq_length`, `budget_tokens` and `training` against the `stages` row of the
+  run's recipe fingerprint (a manifest edited and re-digested with our own functions is refused there), the
+  vocabulary against `runs`;
 - every shard file (size, sha256) and its exact document and token counts, against the manifest and the
   ledger's `tokens` table (other shard sets: its `mixture` rows);
 - shares, the ledger's `mixture` rows, each sampling plan (recomputed from its seed);
@@ -17,9 +18,6 @@
 """
 from __future__ import annotations
 
-import os
-import re
-
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +26,7 @@ from curation.core.hashing import sha256_file
 from curation.core.vocab import Block
 from curation.errors import VerifyError
 from curation.ledger.pools import MAIN_POOL, pool_name
-from curation.mixture.manifest_schema import field_digests, load_manifest
+from curation.mixture.manifest_schema import field_digests, load_manifest, training_json
 from curation.mixture.megatron_check import check_handoff
 from curation.mixture.merkle import (
     duckdb_digests,
@@ -87,11 +85,20 @@ def _check_settings(m: dict, ledger_dir: Path) -> list[str]:
     problems: list[str] = []
     run = m["recipe_fingerprint"].replace("'", "''")
     stage = m["stage"].replace("'", "''")
-    _, rows = _query(ledger_dir, f"SELECT seq_length, budget_tokens FROM stages WHERE run = '{run}' AND stage = '{stage}'",
-                     problems)
+    cols, rows = _query(ledger_dir, f"SELECT * FROM stages WHERE run = '{run}' AND stage = '{stage}'", problems)
     if not rows and not problems:
         problems.append(f"the ledger's stages table has no stage {m['stage']!r} for run {m['recipe_fingerprint']}")
-    for seq, budget in rows[:1]:
+    for row in rows[:1]:
+        row = dict(zip(cols, row))
+        seq, budget, training = row["seq_length"], row["budget_tokens"], row.get("training")
+        # the run's recipe (the row of its fingerprint) decides what the trainer is told, not the manifest alone
+        if training is None:
+            problems.append("the ledger's stages table records no training settings (a ledger written before "
+                            "they were); re-run `curate run` (completed tasks are skipped) to record them")
+        elif training != training_json(m["training"]):
+            problems.append(f"training = {training_json(m['training'])} in the manifest, but the run's recipe "
+                            f"(the ledger's stages table, run {m['recipe_fingerprint'][:12]}, stage {m['stage']}) "
+                            f"says {training}: the manifest's training settings are not its run's")
         if seq != m["seq_length"]:
             problems.append(f"seq_length = {m['seq_length']} in the manifest, the ledger's stages table says {seq}")
         if budget != m["budget_tokens"]:
@@ -211,10 +218,11 @@ def _check_plans(m: dict, base: Path) -> list[str]:
 
 
 def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> list[str]:
-    """Parquet tables against the manifest; `ledger.duckdb` (what `curate ledger` shows) against Parquet.
-    The `decisions` view reads its folder by absolute path: in a copied or moved output folder it names
-    the old location (a location problem, like the hand-off's paths), not a changed definition."""
-    from curation.ledger.store import VIEWS, decisions_view
+    """Parquet tables against the manifest; `ledger.duckdb` (what `curate ledger` shows) against Parquet, its
+    `decisions` table against `decisions/`, its views against ours. A `ledger.duckdb` written before the
+    decisions were stored in it has a `decisions` view naming `decisions/` by absolute path: a location
+    problem (like the hand-off's paths) that `--relocate` converts."""
+    from curation.ledger.store import VIEWS
 
     problems = []
     parquet = ledger_digests(ledger_dir)
@@ -226,6 +234,7 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
         tables, views = duckdb_digests(db)
     except Exception as e:  # noqa: BLE001
         return problems + [f"{db}: cannot be read ({e})"]
+    evidence = tables.pop("decisions", None)
     for table in sorted(set(parquet) | set(tables)):
         if table not in tables:
             problems.append(f"{db}: table {table!r} is missing (its Parquet file exists)")
@@ -234,47 +243,80 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
         elif tables[table] != parquet[table]:
             problems.append(f"{db}: table {table!r} differs from {table}.parquet (rows were changed in the "
                             f"DuckDB file); re-run `curate run` (completed tasks are skipped) to rebuild it")
-    here = Path(os.path.normpath(ledger_dir.absolute()))
-    want = _view_sql({**VIEWS, "decisions": decisions_view(here)})
+    if evidence is not None and evidence != decisions_digest(ledger_dir):
+        problems.append(f"{db}: table 'decisions' differs from {ledger_dir / 'decisions'} (rows were changed in "
+                        f"the DuckDB file or in decisions/); re-run `curate run` to rebuild it")
+    elif evidence is None and "decisions" in views:
+        if check_location:
+            problems.append(f"{db}: 'decisions' is a view reading decisions/ by absolute path (a ledger written "
+                            f"before they were stored in it); store them with `curate verify --relocate MANIFEST`")
+        views.pop("decisions")
+    elif evidence is None:
+        problems.append(f"{db}: table 'decisions' is missing")
+    want = _view_sql(VIEWS)
     for view in sorted(set(want) | set(views)):
-        if view == "decisions" and views.get(view) and want.get(view) and views[view] != want[view]:
-            elsewhere = re.search(r"read_parquet\('(.*)/decisions/source=\*/\*\.parquet'", views[view])
-            if elsewhere and views[view].replace(elsewhere.group(1), str(here)) == want[view]:
-                if check_location:
-                    problems.append(f"{db}: view 'decisions' reads {elsewhere.group(1)}/decisions, another location "
-                                    f"of this output folder; rewrite it with `curate verify --relocate MANIFEST`")
-                continue
         if views.get(view) != want.get(view):
             problems.append(f"{db}: view {view!r} is not curate's definition (changed, added or removed)")
     return problems
 
 
-def _view_sql(views: dict[str, str]) -> dict[str, str]:
-    """The SQL DuckDB stores for our views, from an empty in-memory database with the same schemas."""
+def decisions_digest(ledger_dir: Path) -> str:
+    """The content digest (`merkle.duckdb_digests`' canonical rows) of what `decisions/` holds."""
     import duckdb
-    import pyarrow as pa
 
-    from curation.ledger.schema import SCHEMAS
+    from curation.ledger.store import decisions_select
+    from curation.mixture.merkle import rows_digest
 
     con = duckdb.connect()
     try:
-        for name, schema in SCHEMAS.items():
-            con.register("empty_table", pa.Table.from_pylist([], schema=schema))
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty_table")
-            con.unregister("empty_table")
-        for name, sql in views.items():
-            con.execute(f"CREATE VIEW {name} AS {sql}")
-        return dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        cur = con.execute(decisions_select(ledger_dir))
+        cols = [d[0] for d in cur.description]
+        return rows_digest([dict(zip(cols, r)) for r in cur.fetchall()])
     finally:
         con.close()
 
 
-def verify_manifest(path: Path, *, check_location: bool = True) -> list[str]:
+def _view_sql(views: dict[str, str]) -> dict[str, str]:
+    """The SQL DuckDB stores for our views: from an empty database file with the same schemas, written in
+    the ledger's storage format and read back (a view's SQL text is what its serialisation gives back)."""
+    import tempfile
+
+    import duckdb
+    import pyarrow as pa
+
+    from curation.ledger.schema import SCHEMAS
+    from curation.ledger.store import open_new
+
+    with tempfile.TemporaryDirectory(prefix="curate-views-") as tmp:
+        db = Path(tmp) / "views.duckdb"
+        con = open_new(db)
+        try:
+            for name, schema in SCHEMAS.items():
+                con.register("empty_table", pa.Table.from_pylist([], schema=schema))
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty_table")
+                con.unregister("empty_table")
+            for name, sql in views.items():
+                con.execute(f"CREATE VIEW {name} AS {sql}")
+        finally:
+            con.close()
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        finally:
+            con.close()
+
+
+def verify_manifest(path: Path, *, check_location: bool = True, key: str | Path | None = None) -> list[str]:
     """Return a list of human-readable checks passed; raise VerifyError listing every failure.
 
     `check_location=False` accepts a hand-off whose files name another location of this output folder
     (copied or moved; `curation.mixture.megatron.relocate_handoff` rewrites them): for trainers that read
-    the manifest, not the hand-off's absolute paths (`curate train`). Their content is checked either way."""
+    the manifest, not the hand-off's absolute paths (`curate train`). Their content is checked either way.
+    `key`: an ed25519 public key (PEM file) whose signature of the stage's Merkle root is required too
+    (`curation.mixture.signing`)."""
+    from curation.mixture.signing import check_signature, load_public_key, signature_path
+
+    public_key = load_public_key(Path(key)) if key is not None else None
     path = Path(path)
     m = load_manifest(path)
     base = path.resolve().parent
@@ -296,4 +338,8 @@ def verify_manifest(path: Path, *, check_location: bool = True) -> list[str]:
                         f"and tables")
     if problems:
         raise VerifyError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    if public_key is not None:      # only a root that recomputes is worth a signature check
+        ok.append(check_signature(path, m, public_key))
+    elif signature_path(path).is_file():
+        ok.append(f"signed ({signature_path(path).name}), signature not checked: give --key PUB to require it")
     return ok + precision_warnings(m, ledger_dir)

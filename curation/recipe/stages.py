@@ -76,6 +76,12 @@ class Stage(Strict):
     # reasoning spans (`strip`: the `<source>.no_reasoning` shards, planned on that copy's own tokens)
     reasoning: Literal["keep", "strip"] = "keep"
 
+    def training(self, index: int) -> dict:
+        """What a trainer of this stage (the recipe's `index`-th) is told: the manifest's `training` section,
+        and the ledger's `stages.training` (JSON) that verify holds the manifest to."""
+        return {"stage_index": index, "targets": self.targets or ("all" if index == 0 else "text"),
+                "goldfish": self.goldfish.model_dump() if self.goldfish else None, "thinking": self.thinking}
+
     @model_validator(mode="after")
     def _long_context(self):
         lc = self.long_context

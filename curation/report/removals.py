@@ -96,9 +96,48 @@ def group_removals(rows: dict, fold_share: float = FOLD_SHARE) -> list[Removal]:
     return sorted(out, key=lambda g: (position.get(g.step, len(position)), g.kind, g.folded))   # stable
 
 
-def _step_positions(rows: dict) -> dict[str, int]:
-    """Steps in pipeline order over all sources: a step's smallest position in any source's chain."""
-    pos: dict[str, int] = {}
+def pipeline_order(rows: dict) -> list[str]:
+    """Every step of the run in pipeline order: each source's chain (the `steps` table's positions) merged so
+    that a step comes after every step before it in any chain. A step's smallest position is not that order:
+    chains differ in length (a text source's ninth step is a corpus-wide phase, an image source's third),
+    so sorting by it put exact dedup between the text filters. Among steps that may come next, the one a
+    source earlier in the ledger reaches first goes first; contradicting chains (none are planned) fall
+    back to that rule."""
+    import heapq
+
+    chains: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for r in rows.get("steps", []):
-        pos[r["step"]] = min(pos.get(r["step"], r["position"]), r["position"])
-    return pos
+        chains[r["source"]].append((r["position"], r["step"]))
+    first: dict[str, tuple[int, int]] = {}
+    after: dict[str, set[str]] = defaultdict(set)
+    before: dict[str, int] = defaultdict(int)
+    for i, chain in enumerate(chains.values()):
+        steps = [st for _, st in sorted(chain)]
+        for p, st in enumerate(steps):
+            first.setdefault(st, (i, p))
+        for a, b in zip(steps, steps[1:]):
+            if b not in after[a]:
+                after[a].add(b)
+                before[b] += 1
+    ready = [(first[st], st) for st in first if before[st] == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    placed: set[str] = set()
+    while len(order) < len(first):
+        if not ready:       # a cycle between chains: take the earliest-reached step left
+            st = min((first[s], s) for s in first if s not in placed)[1]
+        else:
+            st = heapq.heappop(ready)[1]
+            if st in placed:
+                continue
+        order.append(st)
+        placed.add(st)
+        for b in sorted(after[st]):
+            before[b] -= 1
+            if before[b] == 0 and b not in placed:
+                heapq.heappush(ready, (first[b], b))
+    return order
+
+
+def _step_positions(rows: dict) -> dict[str, int]:
+    return {st: i for i, st in enumerate(pipeline_order(rows))}

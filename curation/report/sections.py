@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from curation.ledger.pools import main_pool
-from curation.report.removals import group_removals
+from curation.report.removals import group_removals, pipeline_order
 from curation.report.table import Cell, Section, table
 from curation.steps.registry import MODALITIES
 
@@ -113,8 +113,7 @@ def dedup_sections(rows: dict) -> list[Section]:
                     "then shard, then position; `highest_quality`: the highest score, ties the earliest). Members: "
                     "ledger table `clusters`.", table(["cluster size", "clusters", "documents removed"],
                                          [[k, v, v * (k - 1)] for k, v in sorted(sizes.items())])),
-            Section(DEDUP, "Cross-source overlap", "Clusters with members in both sources (diagonal: clusters touching "
-                    "the source).", table(["source", *names], [[a, *[overlap[(a, b)] for b in names]] for a in names])),
+            _overlap_section(names, overlap),
         ]
     images = rows.get("image_clusters", [])
     if images:
@@ -207,6 +206,18 @@ def retry_sections(rows: dict) -> list[Section]:
                     "`task_retries`.", table(["task", "attempt lost", "error", "message"], body))]
 
 
+def _overlap_section(names: list[str], overlap: dict[tuple[str, str], int]) -> Section:
+    """Up to `SOURCE_COLUMNS` sources a source x source matrix; beyond, one row per pair that shares a
+    cluster (a matrix of 24 sources is wider than the page at 1280 px)."""
+    if len(names) <= SOURCE_COLUMNS:
+        return Section(DEDUP, "Cross-source overlap", "Clusters with members in both sources (diagonal: clusters "
+                       "touching the source).", table(["source", *names], [[a, *[overlap[(a, b)] for b in names]]
+                                                                         for a in names]))
+    pairs = [[a, b, overlap[(a, b)]] for i, a in enumerate(names) for b in names[i:] if overlap[(a, b)]]
+    return Section(DEDUP, "Cross-source overlap", "Clusters with members in both sources, per pair that shares one "
+                   "(a source with itself: clusters touching the source).", table(["source", "with", "clusters"], pairs))
+
+
 def removal_section(rows: dict) -> Section:
     sources = [s["source"] for s in rows["sources"]]
     wide = len(sources) <= SOURCE_COLUMNS
@@ -262,13 +273,11 @@ def steps_section(rows: dict) -> Section:
                        [[r["source"], r["step"], r["records_in"], r["records_out"], r["dropped"], r["quarantined"]]
                         for r in rows["steps"]]))
     cell: dict[tuple[str, str], str] = {}
-    order: dict[str, int] = {}
     for r in rows["steps"]:
         lost = [f"−{r['dropped']:,} dropped"] if r["dropped"] else []
         lost += [f"−{r['quarantined']:,} quarantined"] if r["quarantined"] else []
         cell[(r["step"], r["source"])] = f"{r['records_in']:,} → {r['records_out']:,}" + (
             f" ({', '.join(lost)})" if lost else "")
-        order[r["step"]] = min(order.get(r["step"], r["position"]), r["position"])
-    steps = sorted(order, key=lambda st: (order[st], st))
+    steps = pipeline_order(rows)
     return Section(RECORDS, "Steps", note + " Each cell: records in → out, and what the step removed.",
                    table(["step", *sources], [[st, *[cell.get((st, s), "") for s in sources]] for st in steps]))

@@ -69,25 +69,32 @@ def _md_cell(v) -> str:
     return text
 
 
+def _breakable(escaped: str) -> str:
+    """HTML text that may wrap after each `_` of a snake_case name (`gopher_below_alpha_threshold`): a
+    browser breaks only at spaces, so such a name was one unbreakable run as wide as the whole name, and
+    a table of a few of them ran past the page."""
+    return escaped.replace("_", "_<wbr>")
+
+
 def _html_cell(v) -> str:
     raw = v.value if isinstance(v, Cell) else v
     classes = ["num"] if isinstance(raw, (int, float)) and not isinstance(raw, bool) else []
     text = fmt(v)
-    if " " not in text and 0 < len(text) <= NOWRAP:
+    if " " not in text and "_" not in text and 0 < len(text) <= NOWRAP:
         classes.append("nw")
     if isinstance(v, Cell) and v.style and v.style not in ROW_STYLES:
         classes.append(v.style)
     attrs = f" class='{' '.join(classes)}'" if classes else ""
     if isinstance(v, Cell) and v.title:
         attrs += f" title='{html.escape(v.title, quote=True)}'"
-    return f"<td{attrs}>{inline(text)}</td>"
+    return f"<td{attrs}>{_breakable(inline(text))}</td>"
 
 
 def table(header: list[str], body: list[list]) -> tuple[str, str]:
     """(Markdown, HTML) of one table; text in cells may hold `code` spans."""
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in body]
-    h = ["<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"]
+    h = ["<table><thead><tr>" + "".join(f"<th>{_breakable(html.escape(c))}</th>" for c in header) + "</tr></thead><tbody>"]
     for row in body:
         style = next((c.style for c in row if isinstance(c, Cell) and c.style in ROW_STYLES), "")
         h.append(f"<tr class='{style}'>" if style else "<tr>")

