@@ -15,7 +15,7 @@ from curation.errors import CurateError, RunFailed
 from curation.ledger import build_rows, write_ledger
 from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
-from curation.mixture.manifests import build_manifests, remove_manifests
+from curation.mixture.manifests import handoff_rows, remove_manifests, stage_handoffs, write_manifests
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
 from curation.plan.graph import Plan, load_plan
@@ -170,14 +170,20 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root) -> Ru
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
-    write_ledger(rows, ledger_dir(out))
     failures = source_failures(plan.recipe.recipe, rows)
     if failures:   # the ledger and report show what happened; no manifest may point a trainer at it
+        write_ledger(rows, ledger_dir(out))
         report = write_report(rows, out)
         remove_manifests(out)
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
-    manifests = build_manifests(plan, stage_plans, rows, out, root)
+    # plans and Megatron hand-offs first: what Megatron will draw goes into the ledger, which the manifests seal
+    staged = stage_handoffs(plan, stage_plans, rows, out, root)
+    more = handoff_rows(staged, plan.recipe.fingerprint)
+    rows["handoff"] = more["handoff"]
+    rows["mixture_flags"] = [*rows["mixture_flags"], *more["mixture_flags"]]
+    write_ledger(rows, ledger_dir(out))
+    manifests = write_manifests(plan, staged, out)
     report = write_report(rows, out)
     _warn(rows)
     if progress:

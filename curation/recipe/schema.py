@@ -308,6 +308,9 @@ class Recipe(Strict):
     # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
     decisions: bool = True
     tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
+    # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
+    # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
+    handoff: Literal["packed", "blend"] = "packed"
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
