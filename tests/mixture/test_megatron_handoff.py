@@ -179,8 +179,9 @@ def assert_draws_the_plan(got: dict, seq_length: int, where: str) -> None:
     planned, drawn = sum(got["planned"].values()), sum(got["drawn"].values())
     assert abs(drawn - planned) <= seq_length, (where, planned, drawn)
     assert all(got["drawn"][s] > 0 for s, n in got["planned"].items() if n > 0), (where, got["drawn"])
-    if got["mode"] == "packed":
-        assert got["drawn"] == got["planned"] and got["pad"] < seq_length, (where, got)
+    if got["mode"] == "packed":   # every drawn position is a planned token or padding, every planned token drawn
+        assert got["drawn"] == got["planned"], (where, got)
+        assert got["pad"] == got["train_samples"] * seq_length - planned, (where, got)
 
 
 @pytest.mark.slow
@@ -227,3 +228,40 @@ def test_megatron_core_draws_each_text_demo_stage_as_planned(text_run, tmp_path)
         assert _blend_order(stage1, tmp_path / "split", True) == _blend_order(stage1, tmp_path / "again", False)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("sequences, most", [(13, 5), (40, 7), (31, 4), (6, 2), (9, 9)])
+def test_megatron_core_draws_every_sequence_of_a_stage_split_over_prefixes_once(tmp_path, sequences, most):
+    """A stage over one Megatron document (2^31 - 1 tokens; here `most` sequences) is split into prefixes
+    weighted by their sequence counts: megatron-core's blended dataset, asked for all of them, draws each
+    sequence exactly once (each prefix's samples from its first epoch, aligned with its sequences)."""
+    import torch.distributed as dist
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
+
+    from curation.mixture.megatron_packed import chunk_sizes, write_packed
+
+    seq = 8
+    sizes = chunk_sizes(sequences, seq, max_tokens=most * seq + 1)
+    seqs = [(np.asarray([j // 100, j % 100] + [j % 7] * (seq - 2), dtype=np.int32), {0: seq}) for j in range(sequences)]
+    written, held = write_packed(tmp_path, iter(seqs), sizes, seq, 127)
+    assert held == {0: sequences * seq} and len(written) == -(-sequences // most)
+    paths = [str(tmp_path / w["name"]) for w in written]
+    blend = (paths, None) if len(paths) == 1 else (paths, [float(w["sequences"]) for w in written])
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        config = GPTDatasetConfig(random_seed=1234, sequence_length=seq, reset_position_ids=False,
+                                  reset_attention_mask=False, eod_mask_loss=True, path_to_cache=str(tmp_path / "cache"),
+                                  mid_level_dataset_surplus=0.005, blend=blend, split="100,0,0",
+                                  tokenizer=build_tokenizer(Namespace(tokenizer_type="NullTokenizer", vocab_size=127)))
+        train = BlendedMegatronDatasetBuilder(GPTDataset, [sequences, 0, 0], lambda: True, config).build()[0]
+        if hasattr(train, "dataset_index"):
+            samples = [train.datasets[int(train.dataset_index[i])]._query_document_sample_shuffle_indices(
+                int(train.dataset_sample_index[i]))[0] for i in range(sequences)]
+        else:
+            samples = [train._query_document_sample_shuffle_indices(i)[0] for i in range(sequences)]
+    finally:
+        dist.destroy_process_group()
+    drawn = sorted(tuple(s[:seq].tolist()) for s in samples)
+    assert drawn == sorted(tuple(s.tolist()) for s, _ in seqs)
