@@ -64,7 +64,7 @@ def test_demo_run_verifies_and_balances(text_run):
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_megatron_core_reads_the_shards_and_blend(text_run):
+def test_megatron_core_reads_the_shards_and_the_packed_hand_off(text_run):
     from megatron.core.datasets.blended_megatron_dataset_builder import (
         BlendedMegatronDatasetBuilder,
     )
@@ -73,32 +73,31 @@ def test_megatron_core_reads_the_shards_and_blend(text_run):
 
     manifest = text_run.out / "manifests" / "stage1.json"
     m = json.loads(manifest.read_text())
-    prefixes, weights = megatron_blend(manifest)
-    for src, prefix in zip(m["sources"], prefixes):
+    for src in m["sources"]:
         ds = IndexedDataset(str(manifest.parent / src["prefix"]))
         assert len(ds) == src["documents"]
         assert int(ds.sequence_lengths.sum()) == src["tokens"]["total"]
         assert all(ds[i][-1] == m["vocabulary"]["eod"] for i in range(len(ds)))
-        stage = IndexedDataset(prefix)                 # the hand-off: every planned occurrence, same tokens
-        assert len(stage) == src["plan"]["samples"] and int(stage.sequence_lengths.sum()) == src["plan"]["tokens"]
+    prefixes, weights = megatron_blend(manifest)
+    assert weights is None and len(prefixes) == 1                  # the packed hand-off: one prefix
+    stage = IndexedDataset(prefixes[0])
+    n = m["samples"]
+    assert len(stage) == 1 and int(stage.sequence_lengths[0]) == n * m["seq_length"] + 1
+    planned = sum(s["plan"]["tokens"] for s in m["sources"] if "plan" in s)
+    assert (n - 1) * m["seq_length"] < planned <= n * m["seq_length"]
 
     class Tokenizer:
-        vocab_size = m["vocabulary"]["padded_size"]
-        eod = m["vocabulary"]["eod"]
-        pad = m["vocabulary"]["pad"]
+        vocab_size = m["megatron"]["tokenizer"]["padded_vocab_size"]
+        eod = m["megatron"]["tokenizer"]["eod"]
+        pad = m["megatron"]["tokenizer"]["pad"]
         unique_identifiers = {"vocabulary": m["vocabulary"]["id"]}
 
     config = GPTDatasetConfig(random_seed=1234, sequence_length=m["seq_length"], blend=(prefixes, weights),
                               split="1,0,0", tokenizer=Tokenizer(), reset_position_ids=False,
-                              reset_attention_mask=False, eod_mask_loss=False, path_to_cache=None,
+                              reset_attention_mask=False, eod_mask_loss=True, path_to_cache=None,
                               mid_level_dataset_surplus=0.005)
-    n = m["samples"]  # the stage's budget in sequences
     train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [n, 0, 0], lambda: True, config).build()
-    assert n <= len(train) <= n + len(weights)  # megatron-core rounds each source's sample count up
-    n = len(train)
-    shares = Counter(int(train.dataset_index[i]) for i in range(n))
-    for i, w in enumerate(weights):  # each prefix's samples of one pass (megatron-core blends greedily)
-        assert abs(shares[i] - w * n / sum(weights)) <= 1.5
+    assert len(train) == n                                         # one epoch of the stage's sequences
     assert train[0]["tokens"].shape[0] == m["seq_length"]
 
 

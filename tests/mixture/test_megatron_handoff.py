@@ -265,3 +265,41 @@ def test_megatron_core_draws_every_sequence_of_a_stage_split_over_prefixes_once(
         dist.destroy_process_group()
     drawn = sorted(tuple(s[:seq].tolist()) for s in samples)
     assert drawn == sorted(tuple(s.tolist()) for s, _ in seqs)
+
+
+@pytest.mark.slow
+def test_a_blend_source_megatron_cannot_draw_is_a_warning_a_ledger_flag_and_a_report_note(tmp_path, capsys):
+    """`handoff: blend` with a source of fewer than seq_length + 1 planned tokens: never a silent omission.
+    The same recipe packed draws it whole."""
+    from curation.commands.run import run
+    from curation.ledger.store import read_rows
+    from curation.mixture.verify import verify_manifest
+    from tests.conftest import VOCAB, write_jsonl
+
+    big = write_jsonl(tmp_path / "big.jsonl", [{"id": f"b{i}", "text": f"Document {i} about rivers, hills and "
+                                                  f"the weather in spring, number {i}. " * 12} for i in range(12)])
+    small = write_jsonl(tmp_path / "small.jsonl", [{"id": "s0", "text": "A short note on tea."}])
+    for mode in ("blend", "packed"):
+        (tmp_path / f"{mode}.yaml").write_text(f"""name: tiny
+vocabulary: {VOCAB}
+handoff: {mode}
+stages: [{{name: s, seq_length: 256}}]
+sources:
+  - {{name: big, license: MIT, input: {{paths: [{big}], id_field: id}}}}
+  - {{name: small, license: MIT, input: {{paths: [{small}], id_field: id}}}}
+""")
+        res = run(tmp_path / f"{mode}.yaml", tmp_path / mode, progress=False)
+        err = capsys.readouterr().err
+        rows = read_rows(tmp_path / mode / "ledger")
+        hand = {h["source"]: h for h in rows["handoff"]}
+        verify_manifest(res.manifests[0])
+        assert hand["small"]["planned_tokens"] > 0 and hand["big"]["drawn_tokens"] > 0
+        if mode == "blend":
+            assert (hand["small"]["drawn_tokens"], hand["small"]["drawable"]) == (0, False)
+            assert "fewer than 257 planned tokens" in hand["small"]["note"]
+            assert [f["source"] for f in rows["mixture_flags"] if f["kind"] == "not_drawable"] == ["small"]
+            assert "warning: stage s: not_drawable: small:" in err
+            assert "not drawn by Megatron" in (tmp_path / mode / "reports" / "index.html").read_text()
+        else:
+            assert all(h["drawn_tokens"] == h["planned_tokens"] and h["drawable"] for h in hand.values())
+            assert "not_drawable" not in err
