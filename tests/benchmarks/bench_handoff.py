@@ -66,7 +66,12 @@ def main() -> None:
         "megatron-core's `BlendedMegatronDatasetBuilder(GPTDataset)`, built from `OUT/megatron/<stage>/args.txt`",
         "and asked for its `--train-samples`, draws (every sample drawn, its tokens attributed per source by",
         "position in the packed stream; `tests/megatron_draws.py`). The default `packed` hand-off draws every",
-        "planned token once; padding (Megatron's eod, out of the loss) is under one sequence per stage.", "",
+        "planned token once; padding is Megatron's eod, out of the loss with `--eod-mask-loss` (an ordinary",
+        "stage pads only its last sequence; a long-context stage also its best-fit-decreasing bins).", "",
+        "Before (issue 25, the blend hand-off of main `32447ae`, same count): demo stage2 drew 18,432 of 24,000",
+        "planned tokens, cooldown's `captioned` 0 of 706, long-context-4k 81,920 of 83,624. The blend mode is",
+        "still there (`handoff: blend`); `tests/mixture/test_megatron_handoff.py` checks it draws each source",
+        "within one sequence and flags one it cannot draw.", "",
         "Command: `python recipes/acquisition/serve.py & .venv/bin/python tests/benchmarks/bench_handoff.py`",
         f"({' '.join(args.recipes)}); machine: {platform.machine()}, {os.cpu_count()} CPUs, load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared).", "",

@@ -69,7 +69,9 @@ def test_our_loader_reads_the_stream_megatron_core_draws_from_the_packed_hand_of
     manifest = text_run.out / "manifests" / "stage1.json"
     (prefix,), weights = megatron_blend(manifest)
     assert weights is None
-    (stream,) = [IndexedDataset(prefix)[0]]                    # one document: the stage's sequences
+    stage = IndexedDataset(prefix)
+    assert len(stage) == 1                                     # one document: the stage's sequences
+    stream = np.array(stage[0])                                # a copy: the view dies with the dataset's map
     ours = ManifestData(manifest, seq_length=256)
     rows = np.concatenate([ours.next_batch(4).tokens.reshape(-1) for _ in range(100)])   # 100 x 4 x 257 tokens
     assert rows.size < stream.size and (rows == stream[:rows.size]).all()
