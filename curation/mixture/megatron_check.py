@@ -159,7 +159,9 @@ def _other_root(text: str, template: str) -> str | None:
     tail = template.split("{out}/", 1)[1].split("\n", 1)[0].split(" ", 1)[0].split('"', 1)[0]
     at = rest.find("/" + tail)
     root = rest[:at] if at > 0 else None
-    return root if root is not None and text == template.replace("{out}/", f"{root}/") else None
+    if root is None or any(c.isspace() for c in root) or not (root.startswith("/") or "://" in root):
+        return None      # an output folder is an absolute path or URL: `2 /out` is an edit, not a move
+    return root if text == template.replace("{out}/", f"{root}/") else None
 
 
 def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]:

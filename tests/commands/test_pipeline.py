@@ -25,7 +25,7 @@ def test_demo_run_verifies_and_balances(text_run):
         "cooldown.json", "long-context-4k.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
     lines = verify_manifest(manifest)
-    assert len(lines) == 4 and lines[-1].startswith("megatron hand-off: 3 prefix(es)")
+    assert len(lines) == 4 and lines[-1].startswith("megatron hand-off (packed): 1 prefix(es)")
     verify_manifest(out / "manifests" / "cooldown.json")
     lc = json.loads((out / "manifests" / "long-context-4k.json").read_text())
     verify_manifest(out / "manifests" / "long-context-4k.json")
