@@ -34,10 +34,9 @@ def test_demo_run_verifies_and_balances(text_run):
     m = json.loads(manifest.read_text())
     assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == text_run.plan.recipe.fingerprint
     assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]
-    # the Megatron blend: stage indices of the planned occurrences, weighted by the samples one pass yields
-    assert m["blend"][1::2] == ["../megatron/stage1/web_en", "../megatron/stage1/c4_en", "../megatron/stage1/web_de"]
-    assert m["blend"][0::2] == [(s["plan"]["tokens"] - 1) // m["seq_length"] for s in m["sources"]]
-    assert sum(m["blend"][0::2]) == m["samples"]
+    # the Megatron hand-off: the packed prefix alone, one sample per sequence of the plan's tokens
+    assert m["blend"] == ["../megatron/stage1/packed"] and m["megatron"]["mode"] == "packed"
+    assert m["samples"] == -(-sum(s["plan"]["tokens"] for s in m["sources"]) // m["seq_length"])
     cols, rows = query(out / "ledger", "SELECT source, records_in, records_out + dropped + quarantined, "
                                        "step FROM steps")
     assert rows and all(r[1] == r[2] for r in rows)
