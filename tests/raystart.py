@@ -9,9 +9,15 @@ such a namespace a `ray start` worker cannot be kept on loopback: with
 
 PLAN: {"tmp": DIR, "ray_tmp": DIR, "port": N, "env": {...}, "steps": [STEP, ...]} where a STEP is
 `{"node": NAME, "head": bool, "cpus": N, "env": {...}}` (a `ray start --block` node; waits until it
-has joined) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
-status, stdout and stderr go into RESULT under NAME). Every node is stopped at the end, also when a
-step fails; nodes also die with this process (PR_SET_PDEATHSIG), so a killed plan leaves nothing.
+has joined, or with `"background": true` does not wait) or `{"run": NAME, "cmd": [...], "env": {...}, "unset": [VAR, ...]}` (a command; its exit
+status, stdout, stderr and wall seconds go into RESULT under NAME). For fault runs: `"background": true`
+on a run starts it without waiting; `{"wait": NAME}` waits for it; `{"kill": NODE, "when": PREFIX}` waits
+until a Ray task whose name starts with PREFIX runs on NODE (its worker's process title is
+`ray::<name>`, the executor names tasks by node key; `"run_of": NAME` times it against that run and gives
+up when it ends), then SIGKILLs that node's raylet and, as a lost
+machine would take them, the rest of its processes (what was killed, and when, goes into RESULT under
+`kill-NODE`). Every node is stopped at the end, also when a step fails; nodes also die with this process
+(PR_SET_PDEATHSIG), so a killed plan leaves nothing.
 """
 from __future__ import annotations
 
@@ -48,6 +54,8 @@ def _start_node(step: dict, plan: dict, env: dict, logs: Path) -> subprocess.Pop
     log = logs / f"{step['node']}.log"
     proc = subprocess.Popen(args, env={**env, **step.get("env", {})}, stdout=log.open("w"),
                             stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    if step.get("background"):   # joins while the next steps go on (a node added to a running cluster)
+        return proc
     deadline = time.monotonic() + 90
     while "Ray runtime started" not in log.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -67,6 +75,42 @@ def _stop(nodes: list[subprocess.Popen]) -> None:
                 proc.wait()
 
 
+def _kill_when(node: subprocess.Popen, step: dict, run: tuple | None) -> dict:
+    """SIGKILL the node's raylet once a task named `step["when"]...` runs on it; then its other processes.
+    `run`: the background run (process, start time) the kill is timed against."""
+    import psutil
+
+    started = run[1] if run else time.monotonic()
+    deadline = time.monotonic() + step.get("timeout", 600)
+    root = psutil.Process(node.pid)
+    while True:
+        tree = root.children(recursive=True)
+        task = raylet = None
+        for p in tree:
+            try:
+                cmd = " ".join(p.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if cmd.startswith(f"ray::{step['when']}"):
+                task = cmd.strip()   # Ray pads the process title with spaces
+            if p.name() == "raylet" or "/raylet/raylet" in cmd:
+                raylet = p
+        if task and raylet:
+            break
+        if time.monotonic() > deadline or (run and run[0].poll() is not None):
+            raise RuntimeError(f"no task {step['when']}* ran on node {step['kill']} before the run ended or "
+                               f"{step.get('timeout', 600)} s passed")
+        time.sleep(0.02)
+    raylet.kill()
+    at = time.monotonic() - started
+    for p in tree:   # the node's workers and agents: gone with the machine
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return {"task": task, "seconds": round(at, 2), "processes": len(tree)}
+
+
 def main(plan_path: str, result_path: str) -> int:
     plan = json.loads(Path(plan_path).read_text())
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -76,23 +120,49 @@ def main(plan_path: str, result_path: str) -> int:
            "RAY_TMPDIR": _ray_tmp(plan), **plan.get("env", {})}
     env.pop("RAY_ADDRESS", None)
     nodes: list[subprocess.Popen] = []
+    named: dict[str, subprocess.Popen] = {}
+    background: dict[str, tuple[subprocess.Popen, float, dict]] = {}
     results: dict = {}
     try:
         for step in plan["steps"]:
-            if "node" in step:
+            if "node" in step and "kill" not in step:
                 nodes.append(_start_node(step, plan, env, logs))
+                named[step["node"]] = nodes[-1]
+                continue
+            if "kill" in step:
+                results[f"kill-{step['kill']}"] = _kill_when(named[step["kill"]], step,
+                                                             background[step["run_of"]][:2] if "run_of" in step
+                                                             else None)
+                continue
+            if "wait" in step:
+                proc, t0, opts = background.pop(step["wait"])
+                proc.wait(timeout=opts.get("timeout", 1200))
+                results[step["wait"]] = {"rc": proc.returncode, "seconds": round(time.monotonic() - t0, 2),
+                                         **{k: (logs / f"{step['wait']}.{k}").read_text(errors="replace")
+                                            for k in ("stdout", "stderr")}}
                 continue
             step_env = {**env, **step.get("env", {})}
             for var in step.get("unset", []):
                 step_env.pop(var, None)
             # not from the repository: Ray puts the driver's working directory on every worker's
             # sys.path, which would hide which curate each node has installed
+            t0 = time.monotonic()
+            if step.get("background"):
+                # to files, not pipes: nobody reads a pipe while the run goes
+                background[step["run"]] = (subprocess.Popen(
+                    step["cmd"], env=step_env, stdout=(logs / f"{step['run']}.stdout").open("w"),
+                    stderr=(logs / f"{step['run']}.stderr").open("w"), cwd=plan["tmp"]), t0, step)
+                continue
             p = subprocess.run(step["cmd"], env=step_env, capture_output=True, text=True, cwd=plan["tmp"],
                                timeout=step.get("timeout", 600))
-            results[step["run"]] = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+            results[step["run"]] = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr,
+                                    "seconds": round(time.monotonic() - t0, 2)}
     except Exception as e:  # noqa: BLE001 - reported to the test, which fails with it
         results["error"] = f"{type(e).__name__}: {e}"
     finally:
+        for proc, _, _ in background.values():   # a step failed while a run was going: stop it
+            proc.kill()
+            proc.wait()
         _stop(nodes)
         Path(result_path).write_text(json.dumps(results))
     return 0
@@ -100,3 +170,19 @@ def main(plan_path: str, result_path: str) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(*sys.argv[1:]))
+
+
+def fault_steps(run: str, cmd: list[str], env: dict, unset: list[str], node_env: dict, join: str = "worker-3") -> list[dict]:
+    """Steps of a run on a head and nodes `worker-1`, `worker-2` that loses worker-1's raylet while a
+    signatures task runs there, gains node `join` right after, and loses worker-2's raylet while a tokenize
+    task runs there; the run must finish on what is left (tests and tests/benchmarks/bench_cluster.py)."""
+    return [{"run": run, "cmd": cmd, "env": env, "unset": unset, "background": True, "timeout": 1500},
+            {"kill": "worker-1", "when": "signatures/", "run_of": run},
+            {"node": join, "env": node_env, "background": True},
+            {"kill": "worker-2", "when": "tokenize/", "run_of": run},
+            {"wait": run}]
+
+
+# Ray notices a dead raylet by failed health checks: 1 s apart, 3 misses (default 3 s, 5 misses)
+FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
+                      "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}

@@ -1,4 +1,4 @@
-"""The package's layers (DESIGN.md, Layout): every import of a curation module points down, never up,
+"""The package's layers (docs/ARCHITECTURE.md, Layers): every import of a curation module points down, never up,
 and the import graph has no cycle. Function-local imports count like top-level ones, so deferring an
 import (to keep an optional dependency such as torch out of a text-only run) can never hide an arrow
 that runs the wrong way."""
@@ -72,7 +72,7 @@ def _graph() -> dict[str, set[str]]:
 
 def test_every_module_belongs_to_a_layer():
     unknown = sorted({_layer(m) for m in _graph()} - set(LEVEL))
-    assert not unknown, f"packages outside the layer table: {unknown}; add them to LAYERS and DESIGN.md"
+    assert not unknown, f"packages outside the layer table: {unknown}; add them to LAYERS and to the layer table of docs/ARCHITECTURE.md (python -m tests.test_docs)"
 
 
 def test_imports_point_down():

@@ -34,8 +34,10 @@ def _cmd_explain(a) -> int:
 
 def _cmd_run(a) -> int:
     from curation.commands.run import run
+    if a.retries is not None and a.retries < 0:
+        raise CurateError(f"--retries {a.retries}: give 0 or more (0: a lost task fails the run)")
     res = run(a.recipe, a.out, workers=a.workers, address=a.address, progress=not a.quiet, executor=a.executor,
-              force=a.force)
+              force=a.force, retries=a.retries)
     tok = sum(t["total_tokens"] for t in main_pool(res.rows).values())
     docs = sum(t["documents"] for t in main_pool(res.rows).values())
     print(f"{docs:,} documents, {tok:,} tokens in {res.out}/tokenized")
@@ -237,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--address", default=None,
                    help="join a Ray cluster (else RAY_ADDRESS, else an embedded loopback-only Ray); its token "
                         "from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+    s.add_argument("--retries", type=int, default=None, metavar="N",
+                   help="run a task again up to N times when its Ray worker or node dies (default: the recipe's "
+                        "task_retries, 3); a task that raises fails the run at once")
     s.add_argument("--executor", choices=["auto", "local", "ray"], default="auto",
                    help="where tasks run: `local` in this process, `ray` on Ray (default `auto`: Ray when "
                         "joining a cluster or for runs big enough to pay for its start-up, else local; the "

@@ -92,8 +92,11 @@ def _unwritable(out: Path, e: OSError) -> CurateError:
 
 
 def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None, address: str | None = None,
-        progress: bool = True, resolver=None, executor: str = "auto", force: bool = False) -> RunResult:
+        progress: bool = True, resolver=None, executor: str = "auto", force: bool = False,
+        retries: int | None = None, barriers: bool = False) -> RunResult:
     """`out`: a folder or an s3:// URL (`curation.core.outloc`). `force`: replace another recipe's outputs.
+    `retries`: how often a task lost with its worker or node is run again (default: the recipe's
+    `task_retries`). `barriers`: run the stages one after another (benchmarks; same outputs).
     `resolver`: host name -> addresses for the network guard (default: the system's; tests inject one)."""
     started_at = utc_now()
     out = parse_out(out)                    # a scheme that cannot be written: refused before anything exists
@@ -109,7 +112,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
         replaced = check_recipe(out, early.recipe.name, force)
         if not is_remote(out):
             return _run(recipe_path, out, out, early, lock, replaced, started_at, workers, address, progress,
-                        resolver, executor)
+                        resolver, executor, retries, barriers)
         local = mirror.mirror_dir(out)      # the driver's copy of the output (see curation.runtime.mirror)
         local.mkdir(parents=True, exist_ok=True)
         mirror.retract(Remote(out))
@@ -120,7 +123,7 @@ def run(recipe_path: str | Path, out: str | Path, *, workers: int | None = None,
 
 
 def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool, started_at, workers, address,
-         progress, resolver, executor) -> RunResult:
+         progress, resolver, executor, retries, barriers) -> RunResult:
     """The run, with the lock held: tasks write `out` (a URL: they publish there), the driver works in `local`
     (the output folder itself, or the driver's mirror of the URL, pushed at the end)."""
     remote = Remote(out) if is_remote(out) else None
@@ -134,9 +137,10 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
     # what tasks open by path on whichever node runs them (a cluster checks every node sees them)
     inputs = [plan.recipe.path, plan.vocab.path, plan.vocab.text_tokenizer_path,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
+    retries = plan.recipe.recipe.task_retries if retries is None else retries
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs,
-                           media=media_kinds(plan.recipe.recipe)) as ex:
-        done = execute(plan, str(out) if remote else out, ex)
+                           media=media_kinds(plan.recipe.recipe), retries=retries) as ex:
+        done = execute(plan, str(out) if remote else out, ex, barriers=barriers)
     if remote:
         mirror.pull(remote, local, done.markers)
     if replaced:   # --force onto another recipe's output: its trainings' write-backs go with it
@@ -170,6 +174,7 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root) -> Ru
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
+    rows["task_retries"] = [{"run": plan.recipe.fingerprint, **r} for r in done.retries]
     failures = source_failures(plan.recipe.recipe, rows)
     if failures:   # the ledger and report show what happened; no manifest may point a trainer at it
         write_ledger(rows, ledger_dir(out))

@@ -50,6 +50,19 @@ class StepStats:
     def balanced(self) -> bool:
         return self.records_in == self.records_out + sum(self.dropped.values()) + sum(self.quarantined.values())
 
+    def __add__(self, other: "StepStats") -> "StepStats":
+        """The counts of one step over two shards (summing a source's shards: `ledger.rows`). Counters are
+        added with `update`, which keeps zero counts (`Counter.__add__` would drop them)."""
+        if other.step != self.step:
+            raise ValueError(f"cannot add the counts of step {other.step!r} to those of {self.step!r}")
+        total = StepStats(self.step, self.records_in + other.records_in, self.records_out + other.records_out,
+                          Counter(self.dropped), Counter(self.quarantined), self.seconds + other.seconds,
+                          Counter(self.notes))
+        total.dropped.update(other.dropped)
+        total.quarantined.update(other.quarantined)
+        total.notes.update(other.notes)
+        return total
+
     def to_json(self) -> dict:
         return {"step": self.step, "records_in": self.records_in, "records_out": self.records_out,
                 "dropped": dict(sorted(self.dropped.items())),

@@ -57,6 +57,16 @@ class CorpusPhase:
         """The phase's stages, in order; the last one holds the node(s) that write the drop lists."""
         raise TypeError(f"{type(self).__name__} must plan its stages")
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        """How many nodes `plan` builds for `files` input files per source (the plan-size bound is checked
+        with it before any node exists: `plan.size`). Beside `plan`, so the two change together; a test
+        compares them on every shipped recipe."""
+        raise TypeError(f"{type(self).__name__} must say how many nodes it plans")
+
+    def covered_files(self, recipe, files: dict[str, int]) -> int:
+        """Input files of the sources the phase covers."""
+        return sum(files.get(s.name, 0) for s in recipe.sources if self.covers(s))
+
     def runners(self) -> dict[str, Callable[[Path, Node], dict]]:
         """Stage name -> task function (out, node) -> marker payload."""
         raise TypeError(f"{type(self).__name__} must name its task functions")

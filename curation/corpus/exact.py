@@ -184,6 +184,13 @@ class ExactPhase(CorpusPhase):
             parts += mine_parts
         return [keys, parts, finals]
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        exact, n = recipe.dedup.exact, 0
+        for modality in dict.fromkeys(s.modality for s in recipe.sources):   # keys, hash ranges, one resolution
+            shards = sum(files.get(s.name, 0) for s in recipe.sources if s.modality == modality)
+            n += shards + (exact.partitions or max(1, min(shards, MAX_AUTO_PARTITIONS))) + 1
+        return n
+
     def drop_node(self, stages: list[list[Node]], src) -> Node:
         return next(n for n in stages[-1] if n.shard == src.modality)
 

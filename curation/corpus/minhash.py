@@ -267,6 +267,10 @@ class MinHashPhase(CorpusPhase):
             deps=[n.key for n in bands + signatures + process], spec=band_spec)   # edges, sizes, ids and scores
         return [signatures, bands, [clusters]]
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        cfg = recipe.dedup.minhash   # signatures per shard, bands × partitions, one clustering
+        return self.covered_files(recipe, files) + cfg.lsh()[0] * cfg.partitions + 1
+
     def runners(self):
         return {"signatures": run_signatures, "band": run_band,
                 "clusters": lambda out, node: run_clusters(out, node, self)}

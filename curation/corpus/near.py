@@ -45,6 +45,9 @@ class NearDuplicatePhase(CorpusPhase):
     def covers(self, src) -> bool:
         return src.modality in self.modalities
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        return 1   # one task over every covered shard
+
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         r = ctx.loaded.recipe
         process = [n for n in ctx.process if self.covers(ctx.source(n.source))]

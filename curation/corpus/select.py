@@ -207,6 +207,9 @@ class SelectPhase(CorpusPhase):
                 deps=[n.key for n in mine], spec={"cfg": cfg, "shards": [(n.source, n.shard) for n in mine]}))
         return [scores, resolves]
 
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        return self.covered_files(recipe, files) + len(pools(recipe))   # scores per shard, one resolve per pool
+
     def drop_node(self, stages: list[list[Node]], src) -> Node:
         return next(n for n in stages[-1] if n.shard == src.select.pool)
 

@@ -19,6 +19,7 @@ from curation.ledger.pools import pool_name
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
+from curation.steps.compliance.domains import MATCH_RULES
 from curation.steps.compliance.licences import licence_decision
 from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
@@ -27,7 +28,8 @@ from curation.steps.registry import LEDGER_STEPS, MODALITIES
 def optout_mode(plan: Plan, src) -> str:
     if src.optout == "not_available":
         return NOT_TECHNICALLY_AVAILABLE
-    return "robots.txt (page URL)" if plan.recipe.recipe.optout else "none (no snapshots in the recipe)"
+    optout = plan.recipe.recipe.optout
+    return f"robots.txt (page URL; {MATCH_RULES[optout.match]})" if optout else "none (no snapshots in the recipe)"
 
 
 def step_chain(markers: dict, source: str, shard: str) -> list[StepStats]:
@@ -61,13 +63,7 @@ def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
         check_conservation(source, f.shard_id, chain)
         check_written(source, f.shard_id, chain, markers[f"tokenize/{source}/{f.shard_id}"]["records"])
         for st in chain:
-            t = totals.setdefault(st.step, StepStats(st.step))
-            t.records_in += st.records_in
-            t.records_out += st.records_out
-            t.dropped.update(st.dropped)
-            t.quarantined.update(st.quarantined)
-            t.seconds += st.seconds
-            t.notes.update(st.notes)
+            totals[st.step] = totals.get(st.step, StepStats(st.step)) + st
     return totals
 
 
@@ -132,7 +128,7 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                 counts = pool      # the source's own counts (its modality table's, below)
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
-            rows[table.name].append(table.row(run, src, totals.get("tokenize", StepStats("tokenize")), counts))
+            rows[table.name].append(table.row(run, src, totals, counts))
     rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources
                                     if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:

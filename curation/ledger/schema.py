@@ -19,6 +19,11 @@ from curation.steps.registry import LEDGER_STEPS, MODALITIES
 # across the ledger's tables.
 VOLATILE_COLUMNS: frozenset[str] = frozenset({"seconds", *TIME_COLUMNS, *LIBRARIES})
 
+# Tables that describe one execution rather than its outputs, as the volatile columns do: which tasks were
+# run again after their worker or node died. Left out of the manifests' ledger digests and of the
+# determinism checks (a run that lost a node gives the same outputs and manifests as one that did not).
+EXECUTION_TABLES: tuple[str, ...] = ("task_retries",)
+
 CORE: dict[str, pa.Schema] = {
     # one row per run; the execution columns (UTC ISO times, host, library versions) are volatile
     "runs": pa.schema([("run", pa.string()), ("recipe", pa.string()), ("vocabulary", pa.string()),
@@ -65,6 +70,10 @@ CORE: dict[str, pa.Schema] = {
                           ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
                           ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
                           ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
+    # one row per task resubmitted after a system failure (curation.runtime.ray_executor): the node key,
+    # the attempt that failed (1: the first run) and Ray's error class and first message line
+    "task_retries": pa.schema([("run", pa.string()), ("node", pa.string()), ("attempt", pa.int32()),
+                               ("error", pa.string()), ("message", pa.string())]),
     # written back by `curate train` (curation.train.writeback): what a training run actually consumed
     "consumed": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
                            ("training", pa.string()), ("steps", pa.int64()),

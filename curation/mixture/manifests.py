@@ -23,6 +23,7 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_json, save_array
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
+from curation.ledger.schema import EXECUTION_TABLES
 from curation.mixture.manifest_schema import FORMAT, field_digests, load_manifest
 from curation.mixture.megatron import blend_of, write_handoff
 from curation.mixture.merkle import ledger_digests, manifest_leaves, merkle_root
@@ -193,7 +194,7 @@ def write_manifests(plan: Plan, staged: list[dict], out: Path) -> list[Path]:
     tables' digests taken from the ledger already written."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
-    tables = ledger_digests(out / "ledger", exclude=WRITTEN_BACK)
+    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES))
     written = []
     for st in staged:
         sp, stage, megatron, sources = st["plan"], st["plan"].stage, st["megatron"], st["sources"]

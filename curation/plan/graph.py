@@ -17,6 +17,7 @@ from curation.core.node import CODE_EPOCH, Node
 from curation.core.vocab import Vocabulary
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.errors import RecipeError
+from curation.plan.size import check_plan_size
 from curation.plan.phases import applied
 from curation.plan.pipeline import compliance, drop_names, encoder_spec, process_chain
 from curation.recipe import LoadedRecipe, load_recipe
@@ -26,8 +27,9 @@ from curation.steps.registry import MODALITIES
 
 @dataclass
 class Stage:
-    """One stage of the phase table: nodes of one phase, in parallel once their deps are done (every
-    dep lies in an earlier stage, so running the stages in order is one valid schedule)."""
+    """One stage of the phase table: nodes of one phase. Every dep lies in an earlier stage, so running the
+    stages in order is one valid schedule; the runtime starts each node when its own deps are done
+    (`curation.runtime.schedule`), and the stages group the progress and the benchmark's barriers."""
     name: str
     nodes: list[Node]
     phase: CorpusPhase | None = None   # None: the record pipeline (process, tokenize, merge)
@@ -113,6 +115,7 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
 
 def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     r = loaded.recipe
+    check_plan_size(r, {s: len(fs) for s, fs in loaded.inputs.items()}, str(loaded.path))   # before any node
     run = encode_settings(loaded, vocab)
     process = _process_nodes(loaded)
     ctx = PlanContext(loaded, process, {n.key: n for n in process})

@@ -31,7 +31,7 @@ def compliance(loaded, src: Source, optout: OptOutIndex | None) -> dict:
                     "exclude": sorted(r.licence_policy.exclude), "field": src.licence_field},
         "optout": None if optout is None or src.optout != "page_url" else {
             "snapshots": str(loaded.resolve(r.optout.snapshots)), "agents": list(optout.agents),
-            "fingerprint": optout.fingerprint, "url_field": src.url_field},
+            "fingerprint": optout.fingerprint, "url_field": src.url_field, "match": r.optout.match},
         "pii": src.pii.kinds if src.pii else None,
         "constituents": src.constituents.model_dump(mode="json") if src.constituents else None,
     }
@@ -39,7 +39,7 @@ def compliance(loaded, src: Source, optout: OptOutIndex | None) -> dict:
 
 def _optout_step(o: dict, **kw) -> RobotsOptOut:
     return RobotsOptOut(OptOutIndex.cached(o["snapshots"], tuple(o["agents"]), o["fingerprint"]),
-                        url_field=o["url_field"], **kw)
+                        url_field=o["url_field"], match=o["match"], **kw)
 
 
 def unique_names(specs: list[StepSpec]) -> list[StepSpec]:

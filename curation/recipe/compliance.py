@@ -60,6 +60,9 @@ class OptOut(Strict):
     """Retroactive robots.txt opt-out: a domain that disallows any of `agents` in any snapshot is excluded."""
     snapshots: str  # folder of robots.txt snapshots, one sub-folder per date (see curation.steps.compliance.optout)
     agents: list[str] | None = None  # default: curation.steps.compliance.optout.DEFAULT_AGENTS
+    # which snapshots govern a URL: its exact host (and www.), its registrable domain (Public Suffix List),
+    # or both (the default: an opt-out at example.com covers shop.example.com); see the optout module
+    match: Literal["host", "registrable_domain", "both"] = "both"
 
 
 def missing_licence(name: object) -> str:

@@ -6,6 +6,7 @@ Validation errors are rewritten to name the file, the line and the key path, e.g
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.io import as_location, glob_input, identity, is_url
 from curation.errors import RecipeError
-from curation.recipe.limits import check_plan_size
 from curation.recipe.schema import Recipe, Source, missing_licence
 from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
 
@@ -121,6 +121,29 @@ def _relative(loaded: LoadedRecipe, src, base: Path, p: Path) -> str:
         return str(p)
 
 
+def _within(base: Path, pattern: str) -> bool:
+    """Whether a relative input pattern stays inside `base` as written (`..` that climbs out does not;
+    a symlink inside the tree is the operator's own choice and is followed)."""
+    root = os.path.normpath(str(base.resolve()))
+    full = os.path.normpath(os.path.join(root, pattern))
+    return full == root or full.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _unknown_mixture_sources(path: Path, data: dict, lines: dict) -> list[str]:
+    """One message per stage mixture key that names no source, at that key's own line."""
+    names = {s.get("name") for s in data.get("sources") or [] if isinstance(s, dict)}
+    stages = data.get("stages")
+    out = []
+    for i, st in enumerate(stages if isinstance(stages, list) else []):
+        mixture = st.get("mixture") if isinstance(st, dict) else None
+        for key in (mixture if isinstance(mixture, dict) else {}):
+            if key not in names:
+                at = ("stages", i, "mixture", key)
+                out.append(f"{path}:{line_for(lines, at)} {format_path(at)}: stage {st.get('name')!r} mixes "
+                           f"unknown source {key!r}; sources: {sorted(n for n in names if isinstance(n, str))}")
+    return out
+
+
 def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
     for si, src in enumerate(loaded.recipe.sources):
         files: list[Path] = []
@@ -143,8 +166,13 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
                     raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {e}") from None
                 full = pattern
             else:
-                full = str(Path(as_location(pattern)) if Path(as_location(pattern)).is_absolute()
-                           else (base / pattern).resolve())
+                absolute = Path(as_location(pattern)).is_absolute()
+                if not absolute and not _within(base, pattern):
+                    raise RecipeError(
+                        f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {pattern!r} leaves "
+                        f"{'the acquired files' if src.acquire is not None else 'the folder of the recipe'} "
+                        f"({base.resolve()}); name inputs under it, or give an absolute path on purpose")
+                full = str(Path(as_location(pattern)) if absolute else (base / pattern).resolve())
                 matched = [p for p in sorted(Path(p) for p in glob.glob(full, recursive=True)) if p.is_file()]
             if not matched:
                 line = line_for(lines, key)
@@ -176,6 +204,8 @@ def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path
     # Top-level `x-...` keys hold YAML anchors for reuse (as in compose files); they are not settings.
     data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
     missing = _missing_licences(path, data, lines)
+    if unknown := _unknown_mixture_sources(path, data, lines):
+        raise RecipeError("\n".join(missing + unknown))
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
@@ -184,13 +214,14 @@ def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path
         raise RecipeError("\n".join(missing + msgs)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve())
     vocab = loaded.resolve(recipe.vocabulary)
+    if vocab.is_dir():
+        raise RecipeError(f"{path}:{line_for(lines, ('vocabulary',))} vocabulary: {vocab} is a folder, not a "
+                          f"vocabulary file; name the YAML inside it (e.g. tokenizers/curate-demo-v1.yaml)")
     if not vocab.is_file():
         raise RecipeError(f"{path}:{line_for(lines, ('vocabulary',))} vocabulary: file {vocab} not found; "
                           f"point it at a vocabulary YAML under tokenizers/")
-    check_plan_size(recipe, {}, str(path))  # bands × partitions alone, before any input is hashed
     if resolve_inputs:
         _resolve_inputs(loaded, lines, raw_root)  # sources not yet acquired list no files: they count 0
-        check_plan_size(recipe, {s: len(fs) for s, fs in loaded.inputs.items()}, str(path))
         loaded.fingerprint = fingerprint({
             "curate": __version__.split(".")[0],
             "recipe": recipe.model_dump(mode="json"),

@@ -44,7 +44,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     OnError,
 )
 from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
-from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_SEED, MAX_WEIGHT
+from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import (  # noqa: F401
     Audio,
     Conversations,
@@ -211,6 +211,10 @@ class MinHashDedup(Strict):
         if self.bands * self.rows > MAX_PERMUTATIONS:
             raise ValueError(f"bands × rows = {self.bands * self.rows} permutations, more than {MAX_PERMUTATIONS} "
                              f"(datatrove uses 14 × 8 = 112)")
+        bands = self.lsh()[0]
+        if bands * self.partitions > MAX_PLAN_NODES:   # known before any input is listed
+            raise ValueError(f"the plan would hold {bands * self.partitions:,} band tasks (bands {bands} × "
+                             f"partitions {self.partitions}), more than {MAX_PLAN_NODES:,}; lower bands or partitions")
         return self
 
     def lsh(self) -> tuple[int, int]:
@@ -311,6 +315,9 @@ class Recipe(Strict):
     # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
     # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
     handoff: Literal["packed", "blend"] = "packed"
+    # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
+    # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
+    task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
@@ -348,6 +355,9 @@ class Recipe(Strict):
             if bad:
                 raise ValueError(f"stage {st.name!r} targets unknown categor(ies) {bad}; "
                                  f"categories: {sorted(categories)}")
+            if st.mixture and all((e.weight if e.weight is not None else e.epochs) == 0 for e in st.mixture.values()):
+                raise ValueError(f"stage {st.name!r}: every mixture entry is weight 0 or epochs 0, so the stage "
+                                 f"would draw nothing; give at least one source a weight or epochs above 0")
             entries = st.mixture.values() if st.mixture else [None]
             weighted = st.mixture is None or any(e.weight is not None for e in entries)
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):

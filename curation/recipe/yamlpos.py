@@ -98,6 +98,10 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, lines: dict[K
             if key_node.tag == _MERGE:  # `<<: *base` (or a list of them): its keys belong to this mapping
                 merged += value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 continue
+            if not isinstance(key_node, yaml.ScalarNode):   # `{a: 1}: x` or `[a]: x`: no recipe key is one
+                raise RecipeError(f"{where}:{key_node.start_mark.line + 1} {format_path(path) or 'top level'}: a "
+                                  f"key is a {'mapping' if isinstance(key_node, yaml.MappingNode) else 'list'}, "
+                                  f"not a name; recipe keys are plain words (check for doubled braces `{{{{`)")
             key = key_node.value
             lines[path + (key,)] = key_node.start_mark.line + 1
             _walk(loader, value_node, path + (key,), lines, checked, where)

@@ -21,7 +21,7 @@ from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
 from curation.report.quality import quality_sections
 from curation.report.sections import (consumed_sections, decont_sections, dedup_sections, media_sections,
-                                      mixture_sections, record_sections)
+                                      mixture_sections, record_sections, retry_sections)
 from curation.report.table import Section, inline, slug
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#222}
@@ -108,7 +108,8 @@ def _figures(rows: dict, rdir: Path) -> list[tuple[str, str, Path]]:
 
 def _sections(rows: dict) -> list[Section]:
     return [*mixture_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
-            *quality_sections(rows), *media_sections(rows), *consumed_sections(rows), *record_sections(rows)]
+            *quality_sections(rows), *media_sections(rows), *consumed_sections(rows), *record_sections(rows),
+            *retry_sections(rows)]
 
 
 def _grouped(sections: list[Section]) -> dict[str, list[Section]]:

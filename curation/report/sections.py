@@ -210,6 +210,18 @@ def consumed_sections(rows: dict) -> list[Section]:
                                           "text", "image", "audio", "repeated", "documents"], body))]
 
 
+def retry_sections(rows: dict) -> list[Section]:
+    """The tasks run again after their worker or node died (only when some were)."""
+    if not rows.get("task_retries"):
+        return []
+    body = [[r["node"], r["attempt"], r["error"], r["message"]]
+            for r in sorted(rows["task_retries"], key=lambda r: (r["node"], r["attempt"]))]
+    return [Section(RECORDS, "Task retries", f"{len(body)} task run(s) were lost with their Ray worker or node and "
+                    "run again (a task that raises is never retried). The outputs are the same as a run without "
+                    "failures; this table describes the execution and is in no manifest digest. Ledger table "
+                    "`task_retries`.", table(["task", "attempt lost", "error", "message"], body))]
+
+
 def removal_section(rows: dict) -> Section:
     sources = [s["source"] for s in rows["sources"]]
     wide = len(sources) <= SOURCE_COLUMNS

@@ -35,7 +35,8 @@ from curation.errors import CurateError
 # Libraries whose version can change a run's bytes; a node must have the driver's versions of those
 # the recipe uses: every recipe reads, filters and tokenizes text; media add their decoders and codecs.
 TEXT_LIBRARIES = ("datatrove", "tokenizers", "numpy", "pyarrow", "ftfy", "xxhash", "spacy", "fasttext-predict",
-                  "fasttext-numpy2-wheel", "trafilatura", "charset-normalizer", "warcio")   # the last three: HTML/WARC text
+                  "fasttext-numpy2-wheel", "trafilatura", "charset-normalizer", "warcio",   # HTML/WARC text
+                  "protego", "publicsuffixlist")   # the opt-out: robots.txt rules, registrable domains
 MEDIA_LIBRARIES = {"image": ("torch", "pillow", "imagehash"),
                    "audio": ("torch", "lhotse", "soundfile", "soxr", "scipy")}   # scipy: the audio fingerprint
 DECIDING = tuple(dict.fromkeys(TEXT_LIBRARIES + sum(MEDIA_LIBRARIES.values(), ())))

@@ -3,22 +3,26 @@
 It is the determinism reference (the Ray executor must write the same bytes, with any number of
 workers or nodes), what most tests use, and what small runs use so that they do not pay Ray's
 start-up. Codecs run on one intra-op thread either way (`curation.steps.encode.one_thread`), as in a Ray
-worker.
+worker. One task is in flight at a time: `submit` queues it, `wait` runs it.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from curation.errors import CurateError
-from curation.runtime.progress import Bar
+from curation.runtime.schedule import run_all
 
 
 class LocalExecutor:
     name = "local"
+    slots = 1
 
     def __init__(self, progress: bool = True, **_):
         self.progress = progress
+        self.retries: list[dict] = []   # a task here cannot lose its worker: never any
+        self._queue: deque = deque()
 
     def __enter__(self) -> "LocalExecutor":
         return self
@@ -26,18 +30,20 @@ class LocalExecutor:
     def __exit__(self, *exc) -> None:
         pass
 
-    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
-        bar = Bar(label, len(calls), self.progress)
-        results = {}
+    def submit(self, key: str, fn: Callable, args: tuple) -> None:
+        self._queue.append((key, fn, args))
+
+    def wait(self) -> list[tuple[str, Any]]:
+        key, fn, args = self._queue.popleft()
         try:
-            for key, args in calls:
-                try:
-                    results[key] = fn(*args)
-                except CurateError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - named like the Ray executor names a failed task
-                    raise CurateError(f"task {key} failed: {e!r}") from e
-                bar.advance(key)
-        finally:
-            bar.close()
-        return results
+            return [(key, fn(*args))]
+        except CurateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - named like the Ray executor names a failed task
+            raise CurateError(f"task {key} failed: {e!r}") from e
+
+    def cancel(self) -> None:
+        self._queue.clear()
+
+    def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
+        return run_all(self, fn, calls, label, self.progress)

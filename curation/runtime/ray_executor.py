@@ -2,20 +2,33 @@
 
 The embedded instance binds every Ray process to 127.0.0.1 with the dashboard off: Ray's
 ports have no authentication, so an embedded run must never listen on a public interface
-(see FIELD-NOTES.md). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight. Tasks are
-`curation.runtime.node.run_node` calls; the results are byte-identical to the local executor's.
+(docs/FIELD-NOTES.md, Ray). `--workers N` sets its CPUs; on a cluster it caps the tasks in flight. Tasks are
+`curation.runtime.node.run_node` calls, scheduled by `curation.runtime.schedule`; the results are
+byte-identical to the local executor's. A task lost with its worker or node is resubmitted here (not by
+Ray's `max_retries`), so that each loss is recorded for the ledger's `task_retries`.
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from curation.errors import CurateError
 from curation.runtime import cluster
-from curation.runtime.progress import Bar
+from curation.runtime.schedule import run_all
+
+
+# Lost with their worker or node (killed, preempted, out of memory): the task itself did nothing wrong,
+# so it runs again elsewhere. An exception the task raised (RayTaskError) is never retried.
+DEFAULT_RETRIES = 3
+
+
+def _system_failures() -> tuple[type[BaseException], ...]:
+    from ray import exceptions as x
+    return (x.WorkerCrashedError, x.NodeDiedError, x.ObjectLostError, x.OutOfMemoryError)
 
 
 def _loopback_env() -> None:
@@ -28,7 +41,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True,
-                 out: Path | None = None, inputs: Sequence[Path] = (), media: set[str] | None = None):
+                 out: Path | None = None, inputs: Sequence[Path] = (), media: set[str] | None = None,
+                 retries: int = DEFAULT_RETRIES):
         """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry), and
         have the driver's versions of the libraries that the recipe's `media` use (`cluster.media_kinds`)."""
         self.workers = workers
@@ -36,6 +50,11 @@ class RayExecutor:
         self.progress = progress
         self.out, self.inputs, self.media = out, inputs, media
         self._started = False
+        self.max_retries = retries
+        self.retries: list[dict] = []          # one row per resubmission (the ledger's `task_retries`)
+        self.tasks_per_node: dict[str, int] = {}
+        self._pending: dict[Any, tuple] = {}
+        self._cpus, self._cpus_at = 1, float("-inf")
 
     def __enter__(self) -> "RayExecutor":
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -62,39 +81,94 @@ class RayExecutor:
                      _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False,
                      configure_logging=True)
             self._started = True
-        self.slots = self.workers or int(ray.cluster_resources().get("CPU", 1))
+        # max_retries=0: this executor retries lost tasks itself, so that each retry is recorded
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_on_node)
+        self._system = _system_failures()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.address and self.progress and self.tasks_per_node:
+            counts = self.node_counts()
+            print(f"cluster: tasks per node: {', '.join(f'{k} {v}' for k, v in counts.items())}", file=sys.stderr)
         if self._started:
             self.ray.shutdown()
 
+    @property
+    def slots(self) -> int:
+        """Tasks in flight at most: `--workers`, else the cluster's CPUs now (re-read every few seconds, so a
+        node that joins mid-run gets work and a lost one stops being counted)."""
+        if self.workers:
+            return self.workers
+        now = time.monotonic()
+        if now - self._cpus_at > 2.0:
+            self._cpus_at = now
+            self._cpus = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        return self._cpus
+
+    def submit(self, key: str, fn: Callable, args: tuple) -> None:
+        # named by the node key: `ray::tokenize/web/00001` in `ps`, the dashboard and the task's traceback
+        ref = self._remote.options(name=key).remote(fn, *args)
+        self._pending[ref] = (key, fn, args, 0)
+
+    def wait(self) -> list[tuple[str, Any]]:
+        """The tasks that finished (possibly none: a task lost with its worker or node is resubmitted)."""
+        ray = self.ray
+        done, _ = ray.wait(list(self._pending), num_returns=1)
+        results = []
+        for ref in done:
+            key, fn, args, attempt = self._pending.pop(ref)
+            try:
+                node_id, result = ray.get(ref)
+            except self._system as e:
+                self._retry(key, fn, args, attempt, e)
+                continue
+            except ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, CurateError):   # our own data or recipe error: its reason, as raised
+                    raise cause from None
+                # the task's own exception is the cause (an OSError there becomes an operator-fault sentence,
+                # curation.commands.console); the message keeps Ray's remote traceback
+                raise CurateError(f"task {key} failed: {cause!r}\n{e}") from (cause or e)
+            self.tasks_per_node[node_id] = self.tasks_per_node.get(node_id, 0) + 1
+            results.append((key, result))
+        return results
+
+    def _retry(self, key: str, fn: Callable, args: tuple, attempt: int, e: BaseException) -> None:
+        """Resubmit a task whose worker or node died, and record it; past `retries` attempts, fail the run."""
+        message = (str(e).strip().splitlines() or [""])[0][:500]
+        if attempt >= self.max_retries:
+            raise CurateError(f"task {key} failed {attempt + 1} time(s) because its worker or node died (last: "
+                              f"{type(e).__name__}: {message}); the cluster loses workers faster than it runs "
+                              f"the task: check the nodes' raylet.out and memory, or raise task_retries "
+                              f"(now {self.max_retries})") from e
+        self.retries.append({"node": key, "attempt": attempt + 1, "error": type(e).__name__, "message": message})
+        if self.progress:
+            print(f"retry: task {key} (attempt {attempt + 2} of {self.max_retries + 1}) after "
+                  f"{type(e).__name__}: {message.split('. ')[0]}", file=sys.stderr)
+        ref = self._remote.options(name=key).remote(fn, *args)
+        self._pending[ref] = (key, fn, args, attempt + 1)
+
+    def cancel(self) -> None:
+        for ref in self._pending:
+            self.ray.cancel(ref)
+        self._pending.clear()
+
     def map(self, fn: Callable, calls: Sequence[tuple[str, tuple]], label: str) -> dict[str, Any]:
         """Run `fn(*args)` for each (key, args) as Ray tasks, at most `slots` in flight."""
-        ray = self.ray
-        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-        pending: dict[Any, str] = {}
-        results: dict[str, Any] = {}
-        queue = list(calls)
-        bar = Bar(label, len(queue), self.progress)
-        try:
-            while queue or pending:
-                while queue and len(pending) < self.slots:
-                    key, args = queue.pop(0)
-                    pending[remote.remote(*args)] = key
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    key = pending.pop(ref)
-                    try:
-                        results[key] = ray.get(ref)
-                    except ray.exceptions.RayTaskError as e:
-                        cause = getattr(e, "cause", None)
-                        for ref2 in pending:
-                            ray.cancel(ref2)
-                        if isinstance(cause, CurateError):
-                            raise cause from None
-                        raise CurateError(f"task {key} failed: {cause!r}\n{e}") from None
-                    bar.advance(key)
-        finally:
-            bar.close()
-        return results
+        return run_all(self, fn, calls, label, self.progress)
+
+    def node_counts(self) -> dict[str, int]:
+        """Tasks finished per node, by the node's name (`ray start --node-name`) or address."""
+        names = {n["NodeID"]: n.get("NodeName") or n.get("NodeManagerAddress") or n["NodeID"][:12]
+                 for n in self.ray.nodes()}
+        out: dict[str, int] = {}
+        for node_id, n in self.tasks_per_node.items():
+            name = names.get(node_id, node_id[:12])
+            out[name] = out.get(name, 0) + n
+        return dict(sorted(out.items()))
+
+
+def _on_node(fn: Callable, *args):
+    """A task: `fn(*args)`, with the node it ran on (the executor counts tasks per node)."""
+    import ray
+    return ray.get_runtime_context().get_node_id(), fn(*args)

@@ -16,7 +16,7 @@ from curation.errors import ConservationError
 from curation.shards.indexed import CHUNK, iter_lengths, iter_tokens, read_header
 
 IMAGE_MARKERS = {"image_start", "image_size_end", "end_of_row", "image_end", "end_of_frame"}
-AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech", "speech_translate"}
+AUDIO_MARKERS = {"audio_start", "audio_end", "speech_to_text", "text_to_speech", "speech_translate", "speech_transcribe"}
 
 
 def _kind(name: str) -> str:

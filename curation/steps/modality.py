@@ -30,8 +30,8 @@ class LedgerTable:
     """A ledger table a modality contributes: its schema and its row per source."""
     name: str
     schema: pa.Schema
-    # (run, source config, summed encoder stats, token counts by modality of the merged shard) -> row
-    row: Callable[[str, object, StepStats, dict], dict]
+    # (run, source config, summed stats by step name, token counts by modality of the merged shard) -> row
+    row: Callable[[str, object, dict[str, StepStats], dict], dict]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,11 @@ class ProcessedWriter:
         self.modality, self.path = modality, Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.path.with_name(self.path.name + ".tmp")
-        self._writer = pq.ParquetWriter(self._tmp, modality.schema, compression="zstd")
+        # Dictionary pages and min/max statistics only for the ids: for a text (or image) column they
+        # copy every large value several times over (a 20 MB text cost ~8x its size to write), and
+        # nothing reads them (shards are streamed whole, row group by row group).
+        self._writer = pq.ParquetWriter(self._tmp, modality.schema, compression="zstd",
+                                        use_dictionary=["id"], write_statistics=["id"])
         self._rows: list[dict] = []
 
     def add(self, record: Record) -> None:

@@ -23,7 +23,7 @@ import torch
 
 from curation.train.chat_mask import ConversationMask, trainable_ids
 
-CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate")  # as steps.audio.interleave
+CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate", "speech_transcribe")  # as steps.audio.interleave
 _MUL = 0x9E3779B97F4A7C15 - 2**64     # odd 64-bit constants as signed int64 (torch wraps on overflow)
 _MUL2 = 0xBF58476D1CE4E5B9 - 2**64
 

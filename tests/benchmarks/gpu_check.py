@@ -99,8 +99,16 @@ def image_checks(images, codec_path: str, cuda: bool, area: int, compare: int, n
     from curation.steps.image.decode import decode
     from curation.steps.image.resize import target_size
     from curation.steps.image.tokenize import ImageTokenizer
+    from curation.errors import RecordError
     codec = load_codec(codec_path, IBQEncoder)
-    decoded = [(name, data, decode(data)) for name, data in images]
+    decoded, skipped = [], []
+    for name, data in images:   # what the pipeline would quarantine (the demo shard's truncated image) is skipped
+        try:
+            decoded.append((name, data, decode(data)))
+        except RecordError as e:
+            skipped.append(f"`{name}` ({e.reason})")
+    if not decoded:
+        raise SystemExit(f"no image of the {len(images)} given decodes: {', '.join(skipped)}")
     pixels = [to_pixels(img, target_size(img.width, img.height, area, codec.patch))[None]
               for _, _, img in decoded[:compare]]
     cpu, gpu = OnDevice(codec, "cpu"), OnDevice(codec, "cuda") if cuda else None
@@ -113,6 +121,8 @@ def image_checks(images, codec_path: str, cuda: bool, area: int, compare: int, n
              f"reference: float32, {torch.get_num_threads()} thread(s), {len(pixels) / t_cpu:.2f} images/s, "
              f"codes sha256 `{digest(ref)}`.", "", "| comparison with CPU float32 | identical codes |", "|---|---|",
              f"| CPU bfloat16 autocast | {pct(*agree(ref, cpu_bf16))} |"]
+    if skipped:
+        lines[0] += f" Skipped, as the pipeline quarantines them: {', '.join(skipped)}."
     if gpu is not None:
         tf32 = [gpu.encode(p).numpy() for p in pixels]
         again = [gpu.encode(p).numpy() for p in pixels]

@@ -17,8 +17,10 @@ CODEC = "curation.steps.audio.codec:WavTokenizerEncoder"
 
 
 def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
-    """A sequence as (kind, length) segments: audio / text / S (speech-to-text) / T (text-to-speech)."""
-    s2t, t2s, a0, a1 = (vocab.marker(m) for m in ("speech_to_text", "text_to_speech", "audio_start", "audio_end"))
+    """A sequence as (kind, length) segments: audio / text / S (speech-to-text) / T (text-to-speech) /
+    R (transcribe: a transcription pair's own task marker)."""
+    s2t, t2s, tr, a0, a1 = (vocab.marker(m) for m in ("speech_to_text", "text_to_speech", "speech_transcribe",
+                                                       "audio_start", "audio_end"))
     out, i = [], 0
     assert tokens[-1] == vocab.eod_id
     body = tokens[:-1]
@@ -29,12 +31,12 @@ def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
             assert all(x in vocab.block("audio") for x in body[i + 1:j])
             out.append(("audio", j - i - 1))
             i = j + 1
-        elif t in (s2t, t2s):
-            out.append(("S" if t == s2t else "T", 1))
+        elif t in (s2t, t2s, tr):
+            out.append(({s2t: "S", t2s: "T", tr: "R"}[t], 1))
             i += 1
         else:
             j = i
-            while j < len(body) and body[j] in vocab.block("text") and body[j] not in (s2t, t2s, a0):
+            while j < len(body) and body[j] in vocab.block("text") and body[j] not in (s2t, t2s, tr, a0):
                 j += 1
             assert j > i, f"unexpected token {t}"
             out.append(("text", j - i))
@@ -67,7 +69,7 @@ def test_audio_recipe_end_to_end(tmp_path, ray_local):
     _, lengths, _, _ = read_index(prefix.with_suffix(".idx"))
     tokens = read_tokens(prefix).tolist()
     starts = np.concatenate([[0], np.cumsum(lengths)])
-    audio_segments = 0
+    audio_segments = transcribed = 0
     for k in range(len(lengths)):
         segs = _segments(tokens[starts[k]:starts[k + 1]], vocab)
         kinds = [s for s, _ in segs]
@@ -75,9 +77,12 @@ def test_audio_recipe_end_to_end(tmp_path, ray_local):
         content = [s for s in kinds if s in ("audio", "text")]
         assert all(x != y for x, y in zip(content, content[1:]))    # modality alternates clip by clip
         for x, marker, y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
-            assert marker == ("S" if x == "audio" else "T")           # the right continuation marker
+            assert marker in (("S", "R") if x == "audio" else ("T",))   # the right task marker
+        assert "R" not in kinds or len(content) == 2                    # "transcribe" only in a pair
         audio_segments += kinds.count("audio")
+        transcribed += kinds.count("R")
     assert audio_segments == 8                                         # every clip once as audio
+    assert transcribed == audio["speech"]["transcription"]
     ds = IndexedDataset(str(prefix))
     assert len(ds) == len(lengths) and ds[0].tolist() == tokens[:lengths[0]]
 

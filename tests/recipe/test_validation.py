@@ -52,6 +52,9 @@ def test_duplicate_key_names_both_lines(tmp_path):
      ":4 and :4: key 'paths' appears twice in sources[0].input"),
     ("name: x\nvocabulary: VOCAB\nlicence_policy: {exclude: [], exclude: [non-commercial]}\nsources: []\n",
      "key 'exclude' appears twice in licence_policy"),
+    # a mapping or a list as a key (doubled braces in a template) is named, not a TypeError
+    ("name: x\nvocabulary: VOCAB\noptout: {{snapshots: robots}}\nsources: []\n", ":3 optout: a key is a mapping"),
+    ("name: x\nvocabulary: VOCAB\n[a, b]: 1\nsources: []\n", ":3 top level: a key is a list"),
 ])
 def test_duplicate_keys_anywhere(tmp_path, body, expected):
     p = _recipe(tmp_path, body)
@@ -158,16 +161,17 @@ def test_audio_and_acquire_bounds(tmp_path, settings, expected):
 
 
 def test_plan_size_counts_input_files(tmp_path, monkeypatch):
+    from curation.plan.graph import load_plan
+    from curation.plan.size import plan_nodes
     from curation.recipe import limits
     for i in range(6):
         write_jsonl(tmp_path / "in" / f"{i}.jsonl", [{"id": "1", "text": "x"}])
     p = _recipe(tmp_path, _source().replace("[a.jsonl]", "[in/*.jsonl]"))
     # exact dedup: keys per file, a hash range per file (at most 1024), one resolution
-    assert limits.plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1,
-                                                                  "exact": 13}
+    assert plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1, "exact": 13}
     monkeypatch.setattr(limits, "MAX_PLAN_NODES", 12)
     with pytest.raises(RecipeError, match=r"the plan would hold 26 tasks \(exact 13, process 6, tokenize 6\)"):
-        load_recipe(p)
+        load_plan(p)
 
 
 def test_source_without_licence_is_an_error_naming_it(tmp_path):
@@ -220,11 +224,62 @@ def test_shipped_recipes_validate(name):
     assert all(s.license for s in loaded.recipe.sources)
 
 
-@pytest.mark.parametrize("recipe", ["demo", "images", "audio", "interleaved"])
+@pytest.mark.parametrize("recipe", ["demo", "text", "images", "audio", "interleaved"])
 def test_plan_node_estimate_matches_the_plan(recipe):
-    """`plan_nodes` mirrors the phase table; if the plan gains phases, this says the estimate must follow."""
+    """Each phase's `node_count` is what its `plan` builds, stage by stage of the plan."""
     from curation.plan.graph import load_plan
-    from curation.recipe.limits import plan_nodes
+    from curation.plan.size import plan_nodes
     p = load_plan(REPO / "recipes" / f"{recipe}.yaml")
-    assert sum(plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()}).values()) == \
-        len(p.nodes())
+    counted = plan_nodes(p.recipe.recipe, {s: len(f) for s, f in p.recipe.inputs.items()})
+    built = {phase.name: len(nodes) for phase, nodes in p.phases}
+    built |= {stage.name: len(stage.nodes) for stage in p.stages if stage.phase is None}
+    assert counted == built
+
+
+# --- issue 22.10 ------------------------------------------------------------------------------------
+def test_an_input_that_climbs_out_of_the_recipe_folder_is_refused(tmp_path):
+    (tmp_path / "sub").mkdir()
+    p = tmp_path / "sub" / "x.yaml"
+    p.write_text(f"name: x\nvocabulary: {VOCAB}\nsources:\n  - name: a\n    license: MIT\n"
+                 f"    input: {{paths: [../../../../../../etc/passwd]}}\n")
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert f"{p}:6 sources[0].input.paths[0]" in str(e.value) and "leaves the folder of the recipe" in str(e.value)
+    write_jsonl(tmp_path / "sub" / "data" / "a.jsonl", [{"id": "1", "text": english_doc(1)}])
+    p.write_text(p.read_text().replace("../../../../../../etc/passwd", "data/../data/a.jsonl"))
+    assert len(load_recipe(p).inputs["a"]) == 1   # `..` that stays inside is fine
+
+
+def test_all_mixture_weights_zero_is_refused(tmp_path):
+    p = _recipe(tmp_path, _source(top="stages:\n  - name: s\n    budget_tokens: 1000\n    seq_length: 64\n"
+                                       "    mixture:\n      a: {weight: 0}\n"))
+    with pytest.raises(RecipeError, match="would draw nothing"):
+        load_recipe(p)
+
+
+def test_an_unknown_mixture_source_is_reported_at_its_key(tmp_path):
+    p = _recipe(tmp_path, _source(top="stages:\n  - name: s\n    budget_tokens: 1000\n    seq_length: 64\n"
+                                       "    mixture:\n      a: {weight: 1}\n      nope: {weight: 1}\n"))
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    line = p.read_text().splitlines().index("      nope: {weight: 1}") + 1
+    assert f"{p}:{line} stages[0].mixture.nope" in str(e.value) and "unknown source 'nope'" in str(e.value)
+
+
+def test_a_vocabulary_that_is_a_folder_says_so(tmp_path):
+    p = _recipe(tmp_path, _source().replace("VOCAB", str(VOCAB.parent)))
+    with pytest.raises(RecipeError, match="is a folder, not a vocabulary file"):
+        load_recipe(p)
+
+
+def test_a_benchmark_fields_typo_fails_validate(tmp_path):
+    import gzip
+    import json as _json
+    from curation.plan.graph import load_plan
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(_json.dumps({"question": "q", "answer": "a"}).encode()))
+    p = _recipe(tmp_path, _source(top="decontamination:\n  benchmarks:\n"
+                                       "    - {name: b, path: b.jsonl.gz, fields: [question, answr]}\n"))
+    with pytest.raises(RecipeError, match=r"decontamination.benchmarks\[b\].fields: .*no field\(s\) \['answr'\]"):
+        load_plan(p)
+    p.write_text(p.read_text().replace("answr", "answer"))
+    load_plan(p)

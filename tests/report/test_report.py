@@ -152,3 +152,15 @@ def test_labels_are_drawn_only_where_they_fit():
     assert fits(ax, ax.text(5, 5, "ok", ha="center", va="center", fontsize=7), 0, 10, 0, 10)
     assert not fits(ax, ax.text(5, 5, "a label far too long for its box", ha="center", va="center"), 4, 6, 4, 6)
     pyplot().close(fig)
+
+
+def test_task_retries_have_a_section_only_when_there_were_some(tmp_path):
+    rows = soofi_like()
+    assert "Task retries" not in write_report(rows, tmp_path / "none").with_name("report.md").read_text()
+    rows["task_retries"] = [{"run": "f00dfeedc0ffee00", "node": "tokenize/src_00_en/00003", "attempt": 1,
+                             "error": "NodeDiedError", "message": "Task failed because the node it was running on "
+                                                                  "is dead or unavailable."}]
+    md = write_report(rows, tmp_path / "lost").with_name("report.md").read_text()
+    section = md[md.index("Task retries"):]
+    assert "1 task run(s) were lost" in section and "tokenize/src_00_en/00003" in section
+    assert "NodeDiedError" in section

@@ -58,6 +58,16 @@ def _rows(path: Path):
         raise InputError(f"benchmark file {path}: unknown format; use .jsonl(.gz), .csv(.gz) or .parquet")
 
 
+def check_fields(name: str, path: Path, fields: list[str]) -> None:
+    """`InputError` when the benchmark's first row lacks one of `fields` (a typo in the recipe), so that
+    `curate validate` says so before any work, as the run would."""
+    row = next(iter(_rows(path)), None)
+    missing = [f for f in fields if row is not None and f not in row]
+    if missing:
+        raise InputError(f"benchmark {name!r}: {path} has no field(s) {missing}; its fields are "
+                         f"{sorted(row)}; fix `fields`")
+
+
 def load_items(name: str, path: Path, fields: list[str], id_field: str | None) -> list[Item]:
     if not path.is_file():
         raise InputError(f"benchmark {name!r}: file {path} does not exist; give a local copy (nothing is "

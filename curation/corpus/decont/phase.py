@@ -22,9 +22,10 @@ from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import flags_path, processed_path, review_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.decont.benchmarks import check_fields
 from curation.corpus.decont.match import run_decont, run_decont_index
 from curation.corpus.decont.review import write_review
-from curation.errors import DecontaminationGuard, RecipeError
+from curation.errors import DecontaminationGuard, InputError, RecipeError
 from curation.steps.image.phash import default_reductions, domain_reduce
 
 IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
@@ -38,6 +39,10 @@ def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
         if not path.is_file():
             raise RecipeError(f"decontamination.benchmarks[{b.name}]: file {path} does not exist; give a local "
                               f"copy of the benchmark (nothing is downloaded at run time)")
+        try:
+            check_fields(b.name, path, b.fields)
+        except InputError as e:
+            raise RecipeError(f"decontamination.benchmarks[{b.name}].fields: {e}") from None
         text.append(b.model_dump(mode="json") | {"path": str(path), "sha256": sha256_file(path)})
     images = []
     for b in cfg.image_benchmarks:
@@ -96,6 +101,9 @@ class DecontPhase(CorpusPhase):
             deps=[n.key for n in [*match, index, *ctx.process]], spec={**policy, "shards": ctx.shards(),
                                                "modalities": {s.name: s.modality for s in ctx.loaded.recipe.sources}})
         return [[index], match, [resolve]]
+
+    def node_count(self, recipe, files: dict[str, int]) -> int:
+        return 1 + self.covered_files(recipe, files) + 1   # the index, a match per shard, the resolution
 
     def runners(self):
         return {"decont_index": run_decont_index, "decont": run_decont, "decont_resolve": self.resolve}

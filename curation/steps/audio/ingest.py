@@ -10,7 +10,7 @@ surrogate escape: treated like image captions), `bad_transcript` (not a string),
 translation that is not a string or not UTF-8), `translation_language_mismatch` (its
 `translation_language_field` names another language than the source's `translation_language`),
 `bad_order` (not an integer), `bad_segment` (start/end not finite numbers, negative, or end not after
-start), `bad_field` (id, recording, speaker or language not a string or integer).
+start; `AudioCheck` adds a start at or past the end of the file), `bad_field` (id, recording, speaker or language not a string or integer).
 
 `AudioCheck` opens the file only inside the manifest's folder or `input.allow_roots`
 (`curation.core.contain`: `path_outside_input` for `..` and absolute names outside them,
@@ -73,6 +73,9 @@ def load_clip(source: Path | BinaryIO, start: float | None = None, end: float | 
         with sf.SoundFile(source if not isinstance(source, Path) else str(source)) as f:
             sr = f.samplerate
             first = int(round((start or 0.0) * sr))
+            if start and first >= f.frames:   # seeking there fails inside libsndfile (psf_fseek)
+                raise RecordError("bad_segment", f"{name}: segment starts at {start} s, at or past the end of "
+                                  f"the file ({f.frames / sr:.3f} s); fix the manifest's start")
             frames = -1 if end is None else max(0, int(round(end * sr)) - first)
             f.seek(first)
             data = f.read(frames, dtype="float32", always_2d=True)

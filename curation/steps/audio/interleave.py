@@ -9,7 +9,9 @@ Token layout
 An audio segment is ``audio_start, block("audio").start + codes..., audio_end`` (`audio_tokens`);
 a text segment is the transcript's text ids, nothing around them. Between two segments stands one
 task-control marker: ``speech_to_text`` after audio before text (S below), ``text_to_speech``
-after text before audio (T). Every sequence ends with a text segment followed by ``eod``.
+after text before audio (T); a transcription pair has its own task marker, ``speech_transcribe``
+(R), since transcribing a clip is another task than continuing speech into the next clip's text.
+Every sequence ends with a text segment followed by ``eod``.
 Writing ``aK`` for the audio of clip K and ``tK`` for its transcript.
 
 Runs (`runs`)
@@ -36,7 +38,7 @@ For a run c0..c(n-1) with n >= 3 two copies are built whose alternations start o
 So every clip that is audio in one copy is text in the other. Exactly one copy would end with
 the audio of the last clip (A when n is odd, B when n is even); that audio is dropped from the
 copy so that it ends with text, and the last clip is the run's *leftover*: it becomes a
-transcription pair ``a(n-1) S t(n-1) eod``. Runs of one clip become one transcription pair;
+transcription pair ``a(n-1) R t(n-1) eod``. Runs of one clip become one transcription pair;
 runs of two clips become two (copy B would be the lone transcript ``t0``, with no speech in it).
 Sequences are returned as A, B, then the transcription pair(s).
 
@@ -69,7 +71,7 @@ Translation pairs (`translation`)
 A clip whose manifest line carries a translation of its speech (audio in one language, text in
 another) also becomes ``a(K) X x(K) eod``, where X is the ``speech_translate`` task-control marker
 and xK the translation's text ids: the layout of swiss-ai's direct audio-text sequences, whose
-task token (``stt_translate``) takes the place that ``speech_to_text`` has in a transcription pair.
+task token (``stt_translate``) takes the place that ``speech_transcribe`` has in a transcription pair.
 The target language is not spelled in the sequence (neither does that layout), so a source has
 one target language (`audio.translation_language`), as swiss-ai's translate sets do (X→English).
 Translation pairs stand beside the clip's transcription or interleaved sequences (the same audio
@@ -98,7 +100,7 @@ STAGE2, LONG_CONTEXT = "stage2", "long_context"
 INTERLEAVED, TRANSCRIPTION, TRANSLATION = "interleaved", "transcription", "translation"
 AUDIO, TEXT = "audio", "text"
 # the task-control markers of paired speech: conditions, never prediction targets (curation.train.targets)
-CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate")
+CONTROL_MARKERS = ("speech_to_text", "text_to_speech", "speech_translate", "speech_transcribe")
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,8 +204,12 @@ def _text_tokens(clip: Clip, vocab: Vocabulary, what: str = "transcript") -> np.
     return text.astype(np.int32)
 
 
-def _assemble(segments: list[tuple[Clip, str]], kind: str, vocab: Vocabulary, max_len: int) -> Sequence:
-    s2t, t2s = vocab.marker("speech_to_text"), vocab.marker("text_to_speech")
+def _assemble(segments: list[tuple[Clip, str]], kind: str, vocab: Vocabulary, max_len: int,
+              s2t: str = "speech_to_text") -> Sequence:
+    if s2t not in vocab.reserved:
+        raise ValueError(f"vocabulary {vocab.id} names no {s2t!r} marker; add it in a free slot of its reserved "
+                         f"block ({vocab.path}): transcription pairs need their own task marker")
+    s2t, t2s = vocab.marker(s2t), vocab.marker("text_to_speech")
     parts: list[np.ndarray] = []
     control: list[int] = []
     pos = 0
@@ -227,8 +233,9 @@ def _assemble(segments: list[tuple[Clip, str]], kind: str, vocab: Vocabulary, ma
 
 
 def transcription(clip: Clip, vocab: Vocabulary, max_len: int = MAX_LEN) -> Sequence:
-    """``audio(clip) speech_to_text transcript(clip) eod``."""
-    return _assemble([(clip, AUDIO), (clip, TEXT)], TRANSCRIPTION, vocab, max_len)
+    """``audio(clip) speech_transcribe transcript(clip) eod``: the transcription task has its own marker,
+    so it is not read as a continuation of interleaved speech (``speech_to_text``)."""
+    return _assemble([(clip, AUDIO), (clip, TEXT)], TRANSCRIPTION, vocab, max_len, s2t="speech_transcribe")
 
 
 def translation(clip: Clip, vocab: Vocabulary, max_len: int = MAX_LEN) -> Sequence:

@@ -104,9 +104,9 @@ def _encoder(src, run: dict) -> StepSpec:
                                  "codec": run["audio_codec_sha256"], **settings}, build)
 
 
-def _ledger_row(run: str, src, stats, counts: dict) -> dict:
+def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
     """One source's audio accounting: clips, hours, codes and paired text, sequences by kind and pool."""
-    n = stats.notes
+    n = totals["tokenize"].notes if "tokenize" in totals else {}
     g = lambda k: int(n.get(k, 0))
     return {"run": run, "source": src.name, "category": src.category, "clips": g("clips"),
             "hours": round(n.get("seconds", 0) / 3600, 6), "audio_codes": g("codes"),

@@ -31,10 +31,7 @@ for the exclusion rule and as not allowing for the allow-list). Identical robots
 parsed once. Agent matching is protego's: a `User-agent: *` group applies to every agent that no
 more specific group names, so `User-agent: *` + `Disallow: /` opts out of all listed agents.
 
-Domain matching: the URL's host, lower-cased, without port and trailing dot, is looked up exactly,
-and, if it starts with `www.`, also without that prefix (`www.example.com` URLs are governed by
-both `www.example.com.txt` and `example.com.txt`; `example.com` URLs only by `example.com.txt`).
-No other parent domains are consulted.
+Domain matching: which snapshots govern a URL is `curation.steps.compliance.domains` (`match`).
 
 Sources whose records keep only an image-hosting URL or another dataset's name cannot be
 attributed to a site owner; callers record those as `NOT_TECHNICALLY_AVAILABLE` rather than
@@ -63,9 +60,9 @@ import pyarrow as pa
 from protego import Protego
 
 from curation.core.record import Drop
-from curation.core.urls import ascii_host
-from curation.errors import InputError, RecordError
+from curation.errors import InputError
 from curation.steps.base import Filter
+from curation.steps.compliance.domains import DEFAULT_MATCH, governing, normalise_domain
 
 DEFAULT_AGENTS = (
     "GPTBot",
@@ -107,32 +104,6 @@ def _check_date(value: str, where: str) -> str:
     except ValueError:
         raise InputError(f"{where}: snapshot date {value!r} is not a valid calendar date") from None
     return value
-
-
-def _normalise_domain(name: str) -> str:
-    try:
-        return ascii_host(name.strip())
-    except ValueError:
-        return name.strip().lower().rstrip(".")
-
-
-def _host(url: str) -> str:
-    """Lower-cased host of `url` without port or trailing dot; bare `host/path` is accepted."""
-    text = url.strip()
-    try:
-        parts = urlsplit(text)
-        if not parts.netloc and not text.startswith("/") and "://" not in text:
-            parts = urlsplit("//" + text)
-        host = parts.hostname or ""
-    except ValueError as exc:
-        raise RecordError("invalid_url", f"{url!r}: {exc}") from None
-    try:
-        host = ascii_host(host)  # "bücher.de" and "xn--bcher-kva.de" are one site
-    except ValueError as exc:
-        raise RecordError("invalid_url", f"{url!r}: {exc}") from None
-    if not host:
-        raise RecordError("url_without_host", f"{url!r} names no host; a domain-level opt-out cannot be checked")
-    return host
 
 
 def _path_url(url: str) -> str:
@@ -227,7 +198,7 @@ class OptOutIndex:
             for f in sorted(sub.iterdir()):
                 if f.name.startswith(".") or not f.name.endswith(".txt") or not f.is_file():
                     continue
-                domain = _normalise_domain(f.name[: -len(".txt")])
+                domain = normalise_domain(f.name[: -len(".txt")])
                 if not domain:
                     continue
                 try:
@@ -255,7 +226,7 @@ class OptOutIndex:
                     if not isinstance(row, dict):
                         raise InputError(f"{where}: expected an object with domain, date, robots")
                     domain, day, robots = row.get("domain"), row.get("date"), row.get("robots")
-                    if not isinstance(domain, str) or not _normalise_domain(domain):
+                    if not isinstance(domain, str) or not normalise_domain(domain):
                         raise InputError(f"{where}: 'domain' must be a non-empty string, got {domain!r}")
                     if not isinstance(day, str):
                         raise InputError(f"{where}: 'date' must be a YYYY-MM-DD string, got {day!r}")
@@ -265,7 +236,7 @@ class OptOutIndex:
                         continue
                     if not isinstance(robots, str):
                         raise InputError(f"{where}: 'robots' must be a string or null, got {type(robots).__name__}")
-                    entries.append((day, _normalise_domain(domain), robots.encode("utf-8", errors="replace")))
+                    entries.append((day, normalise_domain(domain), robots.encode("utf-8", errors="replace")))
         except OSError as exc:
             raise InputError(f"{path}: cannot read robots.txt snapshots ({exc})") from None
         return entries, dates
@@ -277,13 +248,11 @@ class OptOutIndex:
         return len(self._domains)
 
     def __contains__(self, domain: str) -> bool:
-        return _normalise_domain(domain) in self._domains
+        return normalise_domain(domain) in self._domains
 
-    def _candidates(self, url: str) -> tuple[str, list[str]]:
-        host = _host(url)
-        names = [host]
-        if host.startswith("www.") and len(host) > 4:
-            names.append(host[4:])
+    def _candidates(self, url: str, match: str = "host") -> tuple[str, list[str]]:
+        """The URL's host and the domains with snapshots that govern it under `match` (`domains.MATCH_RULES`)."""
+        host, names = governing(url, match)
         return host, [n for n in names if n in self._domains]
 
     def _first_disallowed(self, parser: Protego, target: str) -> str | None:
@@ -292,9 +261,10 @@ class OptOutIndex:
                 return agent
         return None
 
-    def decision(self, url: str) -> Decision:
-        """Exclusion rule: opted out if any agent is disallowed for `url` in any snapshot."""
-        host, names = self._candidates(url)
+    def decision(self, url: str, match: str = "host") -> Decision:
+        """Exclusion rule: opted out if any agent is disallowed for `url` in any snapshot of any domain
+        that governs it under `match`."""
+        host, names = self._candidates(url, match)
         target = _path_url(url)
         best: tuple[str, int, str, str] | None = None  # (date, candidate order, domain, agent)
         for order, domain in enumerate(names):
@@ -313,10 +283,10 @@ class OptOutIndex:
         day, _, domain, agent = best
         return Decision(False, REASON_OPT_OUT, domain, agent, day)
 
-    def allowlisted(self, url: str) -> bool:
+    def allowlisted(self, url: str, match: str = "host") -> bool:
         """Strict allow-list: a robots.txt exists in some snapshot and every agent is allowed for
-        `url` in every snapshot that has one."""
-        _, names = self._candidates(url)
+        `url` in every snapshot that has one (of the domains that govern it under `match`)."""
+        _, names = self._candidates(url, match)
         if not names:
             return False
         target = _path_url(url)
@@ -339,19 +309,20 @@ class RobotsOptOut(Filter):
     `not_allowlisted` (what a strict allow-list would remove instead)."""
     name = "robots_optout"
 
-    def __init__(self, index: OptOutIndex, url_field: str = "url", **kw):
+    def __init__(self, index: OptOutIndex, url_field: str = "url", match: str = DEFAULT_MATCH, **kw):
         super().__init__(**kw)
         self.index = index
         self.url_field = url_field
+        self.match = match
 
     def keep(self, record) -> bool | Drop:
         url = record.meta.get(self.url_field)
         if not isinstance(url, str) or not url.strip():
             self.stats.notes["no_url"] += 1
             return True
-        decision = self.index.decision(url)  # raises RecordError (quarantined) for a URL without a host
+        decision = self.index.decision(url, self.match)  # RecordError (quarantined): a URL without a host
         self.stats.notes["checked"] += 1
-        if not self.index.allowlisted(url):
+        if not self.index.allowlisted(url, self.match):
             self.stats.notes["not_allowlisted"] += 1
         return True if decision.allowed else Drop(REASON_OPT_OUT, f"{decision.domain} disallows "
                                                                   f"{decision.agent} in {decision.snapshot}")

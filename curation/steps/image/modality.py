@@ -58,11 +58,11 @@ def _encoder(src, run: dict) -> StepSpec:
                                  "codec": run["image_codec_sha256"], **settings}, build)
 
 
-def _ledger_row(run: str, src, stats, counts: dict) -> dict:
+def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
     im = src.image_settings()
     return {"run": run, "source": src.name, "category": src.category, "domain": im.domain,
             "samples": counts["documents"], "image_tokens": counts["image"], "paired_text_tokens": counts["text"],
-            "caption": im.caption, "area": im.area, "batches": int(stats.notes.get("batches", 0))}
+            "caption": im.caption, "area": im.area, "batches": int(totals["tokenize"].notes.get("batches", 0)) if "tokenize" in totals else 0}
 
 
 IMAGES_TABLE = pa.schema([("run", pa.string()), ("source", pa.string()), ("category", pa.string()),

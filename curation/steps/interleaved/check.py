@@ -13,7 +13,13 @@ What a bad image does is the source's `interleaved.on_bad_image`:
   failed to download.
 - `drop_document`: the document goes with the image's reason (quarantined for unreadable images,
   dropped as `image_too_small`), as an image sample would.
-Either way a document left with fewer than `interleaved.min_images` images is dropped (`too_few_images`).
+Either way a document left with fewer than `interleaved.min_images` images is dropped (`too_few_images`),
+its detail naming each image it lost and why (`image 0 (img/a.png): missing_image`).
+
+A document this step drops or quarantines never reaches the tokenizer, whose notes feed the ledger's
+`interleaved` table, so its images are noted here: each removed image by its own reason
+(`images_dropped_with_document:<reason>`), the usable images that go with it as `too_few_images` or as
+the reason of the image that took the document, and the images it listed (`images_listed_with_document`).
 
 The step's notes count images in, kept and dropped by reason (`images_dropped:<reason>`), and the
 documents it checks conserve their images (`curation.steps.interleaved.document.check_images`).
@@ -26,6 +32,10 @@ from curation.steps.base import Step
 from curation.steps.image.decode import decode
 from curation.steps.image.phash import domain_phash, domain_reduce
 from curation.steps.interleaved.document import check_images, remove_images
+
+
+WITH_DOCUMENT = "images_dropped_with_document:"
+LISTED_WITH_DOCUMENT = "images_listed_with_document"
 
 
 class InterleavedCheck(Step):
@@ -56,21 +66,40 @@ class InterleavedCheck(Step):
         notes = self.stats.notes
         images, infos = record.media or [], record.meta["images"]
         notes["images_in"] += len(images)
-        drops = {}
+        drops, why = {}, []
         for j, (data, info) in enumerate(zip(images, infos)):
             reason, detail = self._check(data, info)
             if reason is None:
                 continue
             notes[f"images_dropped:{reason}"] += 1
             if self.whole:
+                self._with_document(record, reason, {j: reason})
                 if reason == "image_too_small":
-                    return Drop(reason)
+                    return Drop(reason, f"image {j} ({info.get('ref')}): {detail}")
                 raise RecordError(reason, f"image {j} ({info.get('ref')}): {detail}")
             drops[j] = reason
+            why.append(f"image {j} ({info.get('ref')}): {reason}")
         remove_images(record, drops)
         record.meta["domain"] = self.domain
         check_images(record)
         notes["images_kept"] += len(record.media)
         if len(record.media) < self.min_images:
-            return Drop("too_few_images")
+            self._with_document(record, "too_few_images")
+            listed = record.meta.get("images_listed", len(images))
+            return Drop("too_few_images", f"{len(record.media)} of {listed} image(s) usable, min_images "
+                        f"{self.min_images}" + (f"; {'; '.join(why)}" if why else ""))
         return record
+
+    def _with_document(self, record: Record, rest: str, bad: dict[int, str] | None = None) -> None:
+        """Note the images of a document dropped whole: those removed (`meta["image_drops"]`, and `bad`, not
+        yet removed) by their own reasons, the usable rest as `rest`."""
+        notes, bad = self.stats.notes, bad or {}
+        counts = dict(record.meta.get("image_drops", {}))
+        for reason in bad.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        usable = len(record.media or []) - len(bad)
+        notes[LISTED_WITH_DOCUMENT] += int(record.meta.get("images_listed", usable + sum(counts.values())))
+        for reason, n in counts.items():
+            notes[WITH_DOCUMENT + reason] += n
+        if usable:
+            notes[WITH_DOCUMENT + rest] += usable

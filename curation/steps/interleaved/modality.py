@@ -23,7 +23,7 @@ from curation.core.hashing import content_hash, fingerprint
 from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec, settings_of
 from curation.steps.encode import one_thread
-from curation.steps.interleaved.check import InterleavedCheck
+from curation.steps.interleaved.check import LISTED_WITH_DOCUMENT, WITH_DOCUMENT, InterleavedCheck
 from curation.steps.interleaved.read import (
     ParquetInterleavedReader,
     WebDatasetInterleavedReader,
@@ -110,14 +110,23 @@ def document_hash(record) -> bytes:
 DROPPED = "images_dropped:"
 
 
-def _ledger_row(run: str, src, stats, counts: dict) -> dict:
-    n = stats.notes
+def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
+    """The tokenizer's counts over the documents it wrote, plus the images of the documents the image
+    check dropped whole (`curation.steps.interleaved.check`: each image by its own reason), so that
+    images_listed = images + images_dropped over every document read."""
+    n = totals["tokenize"].notes if "tokenize" in totals else {}
+    c = totals["image_check"].notes if "image_check" in totals else {}
     g = lambda k: int(n.get(k, 0))
+    dropped: dict[str, int] = {}
+    for notes, prefix in ((n, DROPPED), (c, WITH_DOCUMENT)):
+        for k, v in notes.items():
+            if k.startswith(prefix):
+                dropped[k[len(prefix):]] = dropped.get(k[len(prefix):], 0) + int(v)
     return {"run": run, "source": src.name, "category": src.category, "domain": src.image_settings().domain,
-            "documents": counts["documents"], "images": g("images"), "images_listed": g("images_listed"),
-            "images_dropped": sum(v for k, v in n.items() if k.startswith(DROPPED)),
-            "images_dropped_by_reason": sorted((k[len(DROPPED):], int(v)) for k, v in n.items()
-                                               if k.startswith(DROPPED)),
+            "documents": counts["documents"], "images": g("images"),
+            "images_listed": g("images_listed") + int(c.get(LISTED_WITH_DOCUMENT, 0)),
+            "images_dropped": sum(dropped.values()),
+            "images_dropped_by_reason": sorted(dropped.items()),
             "image_tokens": counts["image"], "text_tokens": counts["text"], "image_codes": g("image_codes"),
             "text_runs": g("text_runs"), "area": src.image_settings().area, "batches": g("batches")}
 

@@ -65,7 +65,16 @@ class InterleavedTokenizer(ShardStep):
                 self.fail(r, exc)
                 continue
             if len(r.media) < self.min_images:
-                self.drop(r, "too_few_images")
+                # its images still count in the `interleaved` table: each removed one by its reason
+                notes = self.stats.notes
+                notes["images_listed"] += r.meta["images_listed"]
+                for reason, n in r.meta.get("image_drops", {}).items():
+                    notes[f"images_dropped:{reason}"] += n
+                if r.media:
+                    notes["images_dropped:too_few_images"] += len(r.media)
+                self.drop(r, "too_few_images", f"{len(r.media)} of {r.meta['images_listed']} image(s) left, "
+                          f"min_images {self.min_images}; removed: " + ", ".join(
+                              f"{n} {reason}" for reason, n in sorted(r.meta.get("image_drops", {}).items())))
                 continue
             keep.append((r, texts))
         return keep

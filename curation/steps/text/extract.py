@@ -8,7 +8,9 @@ Charset, in the order HTML's own decoding rules give (WHATWG "determining the ch
 4. strict UTF-8 (bytes that decode as UTF-8 almost never are anything else);
 5. charset-normalizer's best guess;
 and a declared charset that the bytes contradict (a strict decode fails) falls through to the next
-step. Labels are mapped as browsers map them: `iso-8859-1`/`latin1`/`ascii` to windows-1252, `gb2312`/
+step. A declared charset that decodes strictly, but into a text charset-normalizer rejects or scores
+far messier than its own best match (UTF-8 bytes labelled `shift_jis` decode as cp932 mojibake), is
+overridden by that match; the record keeps the overridden label in `meta.charset_override`. Labels are mapped as browsers map them: `iso-8859-1`/`latin1`/`ascii` to windows-1252, `gb2312`/
 `gbk` to gb18030, `shift_jis` to cp932, `euc-kr` to cp949; a page that declares UTF-16 without a BOM is
 read as UTF-8. When nothing decodes strictly, the best candidate decodes with U+FFFD replacements and
 the record says so (`charset: "<name>+replace"`).
@@ -78,33 +80,80 @@ def declared_charset(data: bytes) -> str | None:
 
 def decode_html(data: bytes, http_charset: str | None = None) -> tuple[str, str]:
     """`(text, charset used)`; the charset ends in `+replace` when no candidate decoded strictly."""
+    text, name, _ = decode_page(data, http_charset)
+    return text, name
+
+
+def decode_page(data: bytes, http_charset: str | None = None) -> tuple[str, str, str | None]:
+    """`(text, charset used, declared charset overridden or None)` (see `decode_html`)."""
     for bom, name in _BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(name, "replace"), name
-    candidates = [_codec(http_charset), _codec(declared_charset(data)), "utf-8"]
+            return data[len(bom):].decode(name, "replace"), name, None
+    declared = [_codec(http_charset), _codec(declared_charset(data))]
+    candidates = [*declared, "utf-8"]
     tried: list[str] = []
     for name in candidates:
         if name is None or name in tried:
             continue
         tried.append(name)
         try:
-            return data.decode(name), name
+            text = data.decode(name)
         except UnicodeDecodeError:
             continue
+        if name in declared and (better := _likelier(data, name, text)) is not None:
+            return data.decode(better), better, name
+        return text, name, None
     guess = _detect(data)
     if guess is not None and guess not in tried:
         try:
-            return data.decode(guess), guess
+            return data.decode(guess), guess, None
         except (UnicodeDecodeError, LookupError):
             pass
     name = guess or next(n for n in candidates if n is not None)
-    return data.decode(name, "replace"), f"{name}+replace"
+    return data.decode(name, "replace"), f"{name}+replace", None
 
 
 def _detect(data: bytes) -> str | None:
     from charset_normalizer import from_bytes
     best = from_bytes(data[:65536]).best() if len(data) > 65536 else from_bytes(data).best()
     return _codec(best.encoding) if best is not None else None
+
+
+# how much more mess (charset-normalizer's chaos, 0-1) the declared decoding must show than the detected
+# one to be overridden, when the detector still lists it
+_OVERRIDE_MARGIN = 0.1
+
+
+def _likelier(data: bytes, declared: str, text: str) -> str | None:
+    """The charset to use instead of a declared one that decoded strictly, or None to keep it.
+
+    A lying multi-byte label (UTF-8 bytes sent as `shift_jis`, `euc-kr`, `gb2312`, or as `windows-1251`)
+    often still decodes strictly, into mojibake. charset-normalizer's best match wins when the declared
+    charset is not among the charsets that give the same text, and the detector either rejected the
+    declared one (its decoding is too messy to list) or scores it `_OVERRIDE_MARGIN` messier, and its
+    text differs. UTF-8 and pure ASCII are never second-guessed; an honest label (the detector agrees,
+    cannot tell, or names a codec that gives the same text) is kept."""
+    if declared == "utf-8" or data.isascii():
+        return None
+    from charset_normalizer import from_bytes
+    matches = from_bytes(data[:65536] if len(data) > 65536 else data)
+    best = matches.best()
+    if best is None:
+        return None
+    def codecs_of(match) -> set[str | None]:   # its names as browsers map them (`latin_1` is windows-1252)
+        return {_codec(n.replace("_", "-")) for n in match.could_be_from_charset}
+
+    if declared in codecs_of(best):
+        return None
+    mine = next((m for m in matches if declared in codecs_of(m)), None)
+    if mine is not None and mine.chaos - best.chaos < _OVERRIDE_MARGIN:
+        return None
+    guess = _codec(best.encoding.replace("_", "-"))
+    try:
+        other = data.decode(guess)
+    except (UnicodeDecodeError, LookupError, TypeError):
+        return None   # the detector read a sample; the whole page must decode strictly too
+    return None if other == text else guess   # a superset codec of the same text (cp949 of euc_kr) is no lie
 
 
 @lru_cache(maxsize=8)

@@ -234,7 +234,9 @@ def iter_lines(stream, limit: int) -> Iterator[tuple[int, bytes | Oversize]]:
     while line := stream.readline(limit + 1):
         lineno += 1
         if len(line) <= limit or line.endswith(b"\n"):
-            yield lineno, line
+            held = [line]
+            del line
+            yield lineno, held.pop()   # not kept in this suspended frame: the consumer owns the only copy
             continue
         size, preview = len(line), line[:PREVIEW_BYTES]
         del line

@@ -99,8 +99,10 @@ def iter_jsonl_lines(path: Path, limits: Limits, label: str) -> Iterator[tuple[i
     with stream:
         lineno = 0
         try:
-            for lineno, line in iter_lines(stream, limits.max_record_bytes):
-                yield lineno, line
+            for item in iter_lines(stream, limits.max_record_bytes):
+                lineno, held = item[0], [item]
+                del item
+                yield held.pop()   # a suspended frame keeps no reference to the line (see `JsonlReader.parse`)
         except InputDamage as e:
             kept = f"; lines 1-{lineno} were read" if lineno else ""
             yield Reject(f"{label}:{lineno + 1}", e.reason, e.detail + kept)
@@ -112,7 +114,11 @@ class JsonlReader(_TextReader):
             if isinstance(item, Reject):
                 yield item
                 continue
+            # Each copy of a large line is released as soon as the next exists: the bytes once decoded,
+            # the decoded line once parsed (a suspended generator frame would hold them while the record
+            # goes down the chain), so a record costs at most twice its size while read, once after.
             lineno, raw = item
+            del item
             loc = f"{self.shard_label}:{lineno}"
             if isinstance(raw, Oversize):
                 yield Reject(loc, "record_too_large", f"{self.path} line {lineno}: "
@@ -120,7 +126,7 @@ class JsonlReader(_TextReader):
                              raw.preview[:PREVIEW_BYTES].decode("utf-8", "backslashreplace"))
                 continue
             raw = raw.removeprefix(BOM)
-            if not raw.strip():
+            if not raw or raw.isspace():   # (not `raw.strip()`: a copy of the line)
                 continue
             try:
                 line = raw.decode("utf-8")
@@ -128,6 +134,7 @@ class JsonlReader(_TextReader):
                 yield Reject(loc, "invalid_utf8", f"{self.path} line {lineno}: byte {e.start} is not UTF-8 "
                              f"({e.reason})", raw[:10_000].decode("utf-8", "backslashreplace"))
                 continue
+            del raw
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
@@ -138,7 +145,11 @@ class JsonlReader(_TextReader):
                 yield Reject(loc, "not_an_object", f"{self.path} line {lineno}: expected a JSON object, "
                              f"got {type(obj).__name__}", line[:10_000])
                 continue
-            yield self._record(obj, loc, f"{self.path} line {lineno}", line[:10_000])
+            preview = line[:10_000]
+            del line
+            record = self._record(obj, loc, f"{self.path} line {lineno}", preview)
+            del obj   # would keep the read text alive once a later step replaces `record.text`
+            yield record
 
 
 class TableReader(_TextReader):

@@ -15,6 +15,7 @@ from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
 from curation.steps.base import BatchStep
 from curation.steps.text.chat import ChatMarkers, Rendered, render
+from curation.steps.text.pieces import PieceEncoder
 from curation.steps.text.reasoning import ReasoningStripper
 from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation
 
@@ -29,6 +30,7 @@ class TextTokenizer(BatchStep):
         self.batch_size = batch_size
         fast = getattr(self.tokenizer, "encode_batch_fast", None)  # no offsets: faster, same ids
         self._encode = fast or self.tokenizer.encode_batch
+        self.pieces = PieceEncoder(self.tokenizer)   # plain texts: only ids kept, long ones in pieces
         self._chat_markers = None
         self.stripper = ReasoningStripper(self, **reasoning) if reasoning else None
 
@@ -61,18 +63,15 @@ class TextTokenizer(BatchStep):
         unless the source expands them (`curation.steps.text.media_tokenize`)."""
         return self.render_conversation(record, thinking=thinking).tokens
 
-    def _one(self, record: Record, ids: list[int] | None) -> Record | Drop | Exception:
-        if ids is None:  # a conversation
+    def _one(self, record: Record, tokens: np.ndarray | None) -> Record | Drop | Exception:
+        """`tokens`: the plain text's ids with EOD (empty for a text with none), None for a conversation."""
+        if tokens is None:  # a conversation
             try:
                 tokens = self.conversation_tokens(record)
             except Exception as exc:  # noqa: BLE001 - quarantined with its reason
                 return exc
-        elif not ids:
+        elif not len(tokens):
             return Drop("no_text_tokens")
-        else:
-            tokens = np.empty(len(ids) + 1, dtype=np.int32)
-            tokens[:-1] = ids
-            tokens[-1] = self.eod
         record.shards = {"": [tokens]}
         if self.stripper is not None:
             record.shards[NO_REASONING] = [self.stripper(record, tokens)]
@@ -80,5 +79,5 @@ class TextTokenizer(BatchStep):
 
     def handle(self, batch: list[Record]) -> list[Record | Drop | Exception]:
         plain = [r for r in batch if not is_conversation(r)]
-        encodings = dict(zip(map(id, plain), self._encode([r.text for r in plain], add_special_tokens=False)))
-        return [self._one(r, encodings[id(r)].ids if id(r) in encodings else None) for r in batch]
+        encoded = dict(zip(map(id, plain), self.pieces.ids([r.text for r in plain], end=self.eod)))
+        return [self._one(r, encoded.get(id(r))) for r in batch]

@@ -304,7 +304,10 @@ def _calls(c: _Conversation, calls: list, n: int, declared: set[str]) -> list:
         name = fn.get("name") if isinstance(fn, dict) else None
         if not isinstance(name, str) or not name:
             raise RecordError("bad_tool_call", f"message {n} has a tool call without a name")
-        if declared and name not in declared:
+        if not declared:   # the template would render "Tool Capabilities: disabled" above a call: a contradiction
+            raise RecordError("tool_call_without_tools", f"message {n} calls {name!r} but the conversation declares "
+                              f"no tools; add its declarations (input.conversations tools field) or drop the call")
+        if name not in declared:
             raise RecordError("undeclared_tool", f"message {n} calls {name!r}; declared: {sorted(declared)}")
         args = fn.get("arguments", fn.get("parameters", {}))
         args = _json(args, n, "bad_tool_call") if isinstance(args, str) else args

@@ -9,7 +9,7 @@ and a `Reject` for every other record, so that records in = documents + drops + 
 | `conversion` (WET) | a `WarcItem` with the text as it is |
 | `request`, `metadata`, `warcinfo`, `revisit` | dropped: `warc_request`, `warc_metadata`, `warc_warcinfo`, `warc_revisit` |
 | a response that is not HTML, or has HTTP status 3xx / 4xx-5xx | dropped: `not_html`, `http_redirect`, `http_error` |
-| damaged: unparseable header (`warc_bad_header`), fewer bytes than its Content-Length (`warc_truncated`), a payload over `max_record_bytes` (`record_too_large`), an undecodable Content-Encoding (`bad_content_encoding`), a segmented record (`warc_segmented`), an unknown type (`warc_unknown_type`) | quarantined |
+| damaged: unparseable header (`warc_bad_header`), a Content-Length that runs into the next record (`warc_bad_length`; reading resumes at that record), fewer bytes than its Content-Length (`warc_truncated`), a payload over `max_record_bytes` (`record_too_large`), an undecodable Content-Encoding (`bad_content_encoding`), a segmented record (`warc_segmented`), an unknown type (`warc_unknown_type`) | quarantined |
 | gzip damage: `truncated_gzip`, `corrupt_gzip`, `decompression_bomb` (the rest of the member) | quarantined |
 
 Parsing is warcio's (`ArcWarcRecordLoader`: WARC 0.17-1.1 and ARC headers, HTTP headers, chunked
@@ -19,6 +19,12 @@ gzip member by member, as Common Crawl writes them (one record per member); a da
 quarantined and reading resumes at the next member that starts a WARC record. Whole-file gzip,
 plain `.warc` and `.warc.zst` (without a dictionary) are one stream; after a bad header, reading
 resumes at the next `WARC/` line. Header lines are capped at 1 MiB and a record's headers at 4 MiB.
+
+A record's end is checked in a plain (seekable) WARC: when its block runs to the end of the file or is
+not followed by the next `WARC/` header, its Content-Length is wrong; if a record header
+(`\r\n\r\nWARC/1.`) lies inside the block, the record is quarantined as `warc_bad_length` and reading
+resumes at that header, so a Content-Length that is too long no longer swallows the records after it.
+(A gzip member holds one record, so there the member's end bounds the damage.)
 """
 from __future__ import annotations
 
@@ -109,6 +115,36 @@ def _blank_lines(stream: _Capped) -> bytes | None:
     return None
 
 
+_BOUNDARY = b"\r\n\r\nWARC/1."
+
+
+def _at_boundary(buf) -> bool:
+    """Whether what follows the current position is the end of the stream or the next record's header
+    (after the blank lines that end a record); the position is kept."""
+    pos = buf.tell()
+    peek = buf.read(256)
+    buf.seek(pos)
+    rest = peek.lstrip(b"\r\n")
+    return not rest or rest.startswith(b"WARC/") or not peek.strip(b"\r\n")
+
+
+def _resync(buf, start: int, end: int) -> int | None:
+    """The offset of the first record header in (start, end] of a seekable stream, or None."""
+    buf.seek(start)
+    carry, pos = b"", start
+    while pos < end:
+        chunk = buf.read(min(_READ, end - pos + len(_BOUNDARY)))
+        if not chunk:
+            break
+        data = carry + chunk
+        i = data.find(_BOUNDARY, 1 if pos == start else 0)
+        if i != -1:
+            return pos - len(carry) + i + 4
+        carry = data[-len(_BOUNDARY):]
+        pos += len(chunk)
+    return None
+
+
 def _mime(record) -> str | None:
     identified = record.rec_headers.get_header("WARC-Identified-Payload-Type")
     declared = record.http_headers.get_header("Content-Type") if record.http_headers else record.content_type
@@ -139,11 +175,13 @@ class _Walker:
         from warcio.exceptions import ArchiveLoadFailed
         from warcio.statusandheaders import StatusAndHeadersParserException
         stream = _Capped(buf)
+        seekable = getattr(buf, "seekable", lambda: False)()
         next_line = None
         while True:
             self.count += 1
             self.current = f"{self.label}:{self.count}"
             stream.budget = _HEADER_BUDGET
+            start = buf.tell() - len(next_line or b"") if seekable else 0
             try:
                 record = self.loader.parse_record_stream(stream, next_line, None)
             except EOFError:
@@ -156,7 +194,20 @@ class _Walker:
                 if next_line is None:
                     return
                 continue
-            yield self._item(record)
+            item = self._item(record)
+            short = isinstance(item, Reject) and item.reason == "warc_truncated"
+            if seekable and (short or not _at_boundary(buf)):
+                end = buf.tell()
+                at = _resync(buf, start, end)
+                if at is not None:   # its Content-Length swallowed the next record: quarantine it, read that one
+                    loc = item.loc if isinstance(item, Reject) else self.current
+                    yield Reject(loc, "warc_bad_length", f"{self.path}: record {self.count} (byte {start:,}): its "
+                                 f"Content-Length runs past the next record header at byte {at:,}; resumed there")
+                    buf.seek(at)
+                    next_line = None
+                    continue
+                buf.seek(end)
+            yield item
             self.current = f"{self.label}:{self.count + 1}"  # damage from here on is past that record
             next_line = _blank_lines(stream)
             if next_line is None:

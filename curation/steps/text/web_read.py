@@ -19,7 +19,7 @@ from pathlib import Path
 from curation.core.record import Record
 from curation.recipe.reading import Extract, Pages
 from curation.steps.base import Reader, Reject
-from curation.steps.text.extract import decode_html, extract_main_text
+from curation.steps.text.extract import decode_page, extract_main_text
 from curation.steps.text.html import iter_html_pages
 from curation.steps.text.inputs import Limits
 from curation.steps.text.warc import iter_warc_records
@@ -36,9 +36,9 @@ class _WebReader(Reader):
                   is_text: bool, meta: dict) -> Record | Reject:
         """One unit with a document in it -> a record, or why not."""
         if is_text:  # WET: text already extracted (UTF-8 by the format; stray bytes are noted)
-            text, charset = decode_html(payload, http_charset or "utf-8")
+            text, charset, overridden = decode_page(payload, http_charset or "utf-8")
         else:
-            html, charset = decode_html(payload, http_charset)
+            html, charset, overridden = decode_page(payload, http_charset)
             try:
                 text = extract_main_text(html, url, self.extract, self.limits.max_record_bytes)
             except Exception as e:  # noqa: BLE001 - lxml/trafilatura failures on hostile markup
@@ -48,8 +48,11 @@ class _WebReader(Reader):
                               quarantine=False)
         if charset.endswith("+replace"):
             self.stats.notes["charset_replaced"] += 1
+        if overridden:
+            self.stats.notes["charset_override"] += 1
         return Record(id=rid, source=self.source, text=text,
-                      meta={**({"url": url} if url else {}), **meta, "charset": charset})
+                      meta={**({"url": url} if url else {}), **meta, "charset": charset,
+                            **({"charset_override": overridden} if overridden else {})})
 
 
 class WarcReader(_WebReader):

@@ -120,3 +120,15 @@ def test_normal_stereo_is_the_channel_mean_bit_for_bit():
         assert np.array_equal(to_mono(stereo), stereo.mean(axis=1, dtype=np.float32))
     mono = x[:, None]
     assert np.array_equal(to_mono(mono), x)
+
+
+@pytest.mark.parametrize("ext", ["wav", "flac", "ogg"])
+def test_a_clip_start_past_the_end_of_its_file_is_a_segment_reason(tmp_path, ext):
+    """Issue 22.11: it was `undecodable_audio: Internal psf_fseek() failed`."""
+    t = np.arange(24000, dtype=np.float32) / 24000
+    sf.write(tmp_path / f"c.{ext}", (0.3 * np.sin(2 * np.pi * 440 * t))[:, None], 24000)
+    for start in (5.0, 1.0):
+        with pytest.raises(RecordError) as err:
+            load_clip(tmp_path / f"c.{ext}", start, None)
+        assert err.value.reason == "bad_segment" and "past the end of the file (1.000 s)" in err.value.detail
+    assert load_clip(tmp_path / f"c.{ext}", 0.5, None).size == 12000   # a start inside the file still reads

@@ -51,7 +51,7 @@ def parse(seq, vocab, clips: dict[str, Clip]):
     assert toks[-1] == vocab.eod_id and (toks[:-1] != vocab.eod_id).all()
     audio, text = vocab.block("audio"), vocab.block("text")
     a_start, a_end = vocab.marker("audio_start"), vocab.marker("audio_end")
-    markers = {vocab.marker("speech_to_text"): "speech_to_text", vocab.marker("text_to_speech"): "text_to_speech"}
+    markers = {vocab.marker(m): m for m in ("speech_to_text", "text_to_speech", "speech_transcribe")}
     body, items, i = toks[:-1], [], 0
     while i < len(body):
         t = int(body[i])
@@ -90,13 +90,15 @@ def check_sequence(seq, vocab, clips: dict[str, Clip]):
     assert seq.layout == tuple(segs)
     assert seq.clip_ids == tuple(dict.fromkeys(c for c, _ in segs))
     assert segs[-1][1] == "text", "every sequence ends with text"
+    # a transcription pair says "transcribe" (its own task); interleaved speech continues into text
+    s2t = "speech_transcribe" if seq.kind == "transcription" else "speech_to_text"
     for (prev, nxt), (name, _) in zip(zip(segs, segs[1:]), marks):
         assert prev[1] != nxt[1], "modality alternates"
-        assert name == ("speech_to_text" if prev[1] == "audio" else "text_to_speech")
+        assert name == (s2t if prev[1] == "audio" else "text_to_speech")
     assert seq.control_positions.tolist() == [p for _, p in marks]
     assert seq.control_mask.sum() == len(marks)
     assert np.isin(seq.tokens[seq.control_mask],
-                   [vocab.marker("speech_to_text"), vocab.marker("text_to_speech")]).all()
+                   [vocab.marker(s2t), vocab.marker("text_to_speech")]).all()
     assert seq.pool == ("stage2" if len(seq.tokens) <= MAX_LEN else "long_context")
     if seq.kind == "transcription":
         (c1, m1), (c2, m2) = segs

@@ -215,6 +215,6 @@ sources:
             assert kinds[-1] == ("audio", "speech_translate", "text")
             translated[vocab.tokenizer.decode(segs[2][1])] = len(segs[0][1])
     assert sorted(translated) == sorted(GERMAN[c] for c in ("LJ001-0001", "LJ001-0002", "LJ001-0004", "LJ001-0006"))
-    assert kinds.count(("audio", "speech_to_text", "text")) == 3 and kinds.count(("audio",)) == 1
+    assert kinds.count(("audio", "speech_transcribe", "text")) == 3 and kinds.count(("audio",)) == 1
     translation_ids = sum(len(vocab.tokenizer.encode(t, add_special_tokens=False).ids) for t in translated)
     assert audio["translation_text_tokens"] == translation_ids

@@ -44,6 +44,7 @@ def test_compliance_end_to_end(tmp_path):
     mixed[0]["license"] = "CC-BY-NC-4.0"
     mixed[1]["url"] = "https://www.optout.example/story"      # crawled long ago, opted out in 2025
     mixed[2]["text"] += " Write to jane.doe@example.com or call +41 44 668 18 00."
+    mixed[3]["url"] = "https://forum.optout.example/t/1"   # a subdomain: the registrable domain opted out
     write_jsonl(tmp_path / "mixed.jsonl", mixed)
     for date, robots in (("2021-01-01", "User-agent: *\nAllow: /\n"),
                          ("2025-01-01", "User-agent: ClaudeBot\nDisallow: /\n")):
@@ -69,12 +70,13 @@ sources:
     drops = {(d["source"], d["step"], d["reason"]): d["records"] for d in res.rows["drops"]}
     assert drops[("nc", "licence", "licence_non-commercial")] == 3
     assert drops[("mixed", "licence", "licence_non-commercial")] == 1
-    assert drops[("mixed", "robots_optout", "robots_opt_out")] == 1
+    assert drops[("mixed", "robots_optout", "robots_opt_out")] == 2
+    assert sources["mixed"]["optout_mode"] == "robots.txt (page URL; host and registrable domain)"
     tokens = {t["source"]: t["documents"] for t in res.rows["tokens"]}
-    assert tokens == {"nc": 0, "mixed": 2}
+    assert tokens == {"nc": 0, "mixed": 1}
     assert {(p["source"], p["kind"]): p["replaced"] for p in res.rows["pii"]} == {
         ("mixed", "email"): 1, ("mixed", "phone"): 1}
     optout = {o["source"]: o for o in res.rows["optout"]}
-    assert (optout["mixed"]["removed"], optout["mixed"]["with_url"]) == (1, 3)
+    assert (optout["mixed"]["removed"], optout["mixed"]["with_url"]) == (2, 3)
     report = (tmp_path / "out" / "reports" / "report.md").read_text()
     assert "Licences and provenance" in report and "robots.txt opt-out" in report and "PII replaced" in report

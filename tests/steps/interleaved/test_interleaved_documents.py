@@ -214,3 +214,49 @@ def test_recipe_settings_of_interleaved_sources_are_checked(changes, message):
     assert Source.model_validate(base).interleaved_settings().on_bad_image == "drop_image"
     with pytest.raises(ValidationError, match=message):
         Source.model_validate(base | changes)
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that declares `width`×`height` pixels and holds almost none (a decompression bomb's header)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
+def test_documents_dropped_for_their_images_keep_each_image_reason(tmp_path):
+    """Issue 22.9: documents whose only image is outside the tree, missing, a bomb or not an image are
+    dropped as too_few_images with a detail naming each image's reason, and the `interleaved` table
+    counts their images by those reasons (it showed images_dropped 0)."""
+    from curation.core.record import StepStats
+    from curation.recipe.schema import Source
+    from curation.steps.interleaved.modality import _ledger_row
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "good.png").write_bytes(encoded(picture(1)))
+    (tmp_path / "img" / "bomb.png").write_bytes(_png_header(40000, 40000))
+    (tmp_path / "img" / "text.png").write_bytes(b"this is not an image")
+    refs = ["../../../../etc/passwd", "none.png", "bomb.png", "text.png", "good.png"]   # under image_root img/
+    write_parquet(tmp_path / "d.parquet", obelics_rows([[english(i), (ref,)] for i, ref in enumerate(refs)]),
+                  image_type="string")
+    records, quarantined, _ = _read(ParquetInterleavedReader, tmp_path / "d.parquet", image_root="img")
+    assert not quarantined and len(records) == 5
+    sink = QuarantineSink()
+    step = InterleavedCheck(min_side=32, domain="natural", sink=sink)
+    kept = list(step.run(records))
+    assert [r.id for r in kept] == ["doc4"]
+    why = {d[1]: (d[3], d[4]) for d in sink.decisions}
+    expected = {"doc0": "path_outside_input", "doc1": "missing_image", "doc2": "decompression_bomb",
+                "doc3": "corrupt_image"}
+    for doc, reason in expected.items():
+        assert why[doc][0] == "too_few_images" and f"image 0 (" in why[doc][1] and why[doc][1].endswith(reason), why[doc]
+    tokenize = StepStats("tokenize")   # what the tokenizer notes for the one document it writes
+    tokenize.notes.update({"images": 1, "images_listed": 1})
+    src = Source.model_validate({"name": "web", "license": "CC0-1.0", "modality": "interleaved",
+                                 "input": {"paths": [str(tmp_path / "d.parquet")], "format": "parquet"}})
+    row = _ledger_row("run", src, {"image_check": step.stats, "tokenize": tokenize},
+                      {"documents": 1, "image": 0, "text": 0})
+    assert row["images_dropped"] == 4 and row["images_listed"] == 5 and row["images"] == 1
+    assert dict(row["images_dropped_by_reason"]) == {r: 1 for r in expected.values()}

@@ -91,7 +91,10 @@ def test_images_the_phases_listed_leave_their_document_and_are_counted(tools):
     blank = vocab.tokenizer.encode(english(1) + "\n\n" + english(2), add_special_tokens=False).ids
     assert seq[-len(blank) - 1:-1] == blank                          # the text around the removed image is one run
     assert out[0].meta["image_drops"] == {"image_near_duplicate": 1}
-    assert step.stats.notes["images_dropped:image_near_duplicate"] == 1   # d1 left whole, with its images
+    # d0's one, and d1's two: a document dropped whole keeps its images' reasons in the counts (issue 22.9)
+    assert step.stats.notes["images_dropped:image_near_duplicate"] == 3
+    assert step.sink.decisions[-1][1:4] == ("d1", "dropped", "too_few_images")
+    assert "2 image_near_duplicate" in step.sink.decisions[-1][4]
 
 
 def test_a_killed_task_resumes_from_its_saved_batches(tools, tmp_path):

@@ -28,6 +28,11 @@ CALL = '<|tools_prefix|>[{"weather": {"city": "Bern"}}]<|tools_suffix|>'
 OUTPUT = "<|tool_output_start|>sunny<|tool_output_end|>"
 
 
+def _declared(*names):
+    return [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+            for n in names]
+
+
 def _mask(tokens, thinking="train"):
     from curation.train.chat_mask import ConversationMask
     return ConversationMask(vocab_dict(), thinking).row(tokens)[0]
@@ -97,7 +102,7 @@ def test_parallel_calls_are_one_array_and_their_outputs_one_comma_separated_bloc
         {"role": "tool", "tool_call_id": "a", "content": {"sky": "sun"}},
         {"role": "assistant", "content": "Sun and rain."},
         {"role": "user", "content": "Thanks"},
-        {"role": "assistant", "content": "You're welcome."}]})
+        {"role": "assistant", "content": "You're welcome."}], "tools": _declared("weather")})
     got = runs(r.tokens, _mask(r.tokens))
     assert got[1:] == [
         (True, 'Checking.<|tools_prefix|>[{"weather": {"city": "Bern"}}, {"weather": {"city": "Chur"}}]'
@@ -136,7 +141,7 @@ def test_parallel_calls_are_one_array_and_their_outputs_one_comma_separated_bloc
 ])
 def test_conversations_that_cannot_be_rendered_faithfully_are_refused(messages, reason):
     with pytest.raises(RecordError) as e:
-        parse({"messages": messages})
+        parse({"messages": messages, "tools": _declared("f")})
     assert e.value.reason == reason
 
 
@@ -150,6 +155,11 @@ def test_calls_must_name_a_declared_tool():
     row["messages"][1]["tool_calls"][0]["function"]["name"] = "weather"   # a final call may stand without output
     assert decoded(render(row).tokens).endswith('<|tools_prefix|>[{"weather": {}}]<|tools_suffix|><|assistant_end|>'
                                                 '<|endoftext|>')
+    # with no declarations the template says "Tool Capabilities: disabled": a call under it is refused
+    del row["tools"]
+    with pytest.raises(RecordError) as e:
+        parse(row)
+    assert e.value.reason == "tool_call_without_tools" and "declares no tools" in str(e.value)
 
 
 def test_tool_declarations_render_as_typescript_types():
@@ -194,7 +204,8 @@ def test_an_empty_thinking_span_is_no_span_and_thinking_may_hold_tool_calls():
     assert "inner_prefix" not in decoded(r.tokens) and "Deliberation: disabled" in decoded(r.tokens)
     r = render({"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": {"blocks": [
         {"type": "thoughts", "text": "Ask."}, {"type": "tool_calls", "calls": [{"name": "w", "arguments": "{}"}]},
-        {"type": "tool_outputs", "outputs": [{"output": "sun"}]}, {"type": "response", "text": "Sun."}]}}]})
+        {"type": "tool_outputs", "outputs": [{"output": "sun"}]}, {"type": "response", "text": "Sun."}]}}],
+        "tools": _declared("w")})
     masked = runs(r.tokens, _mask(r.tokens, "mask"))     # the whole span is context, its call included
     assert masked[0][1].endswith('<|assistant_start|><|inner_prefix|>Ask.<|tools_prefix|>[{"w": {}}]<|tools_suffix|>'
                                  '<|tool_output_start|>sun<|tool_output_end|><|inner_suffix|>')

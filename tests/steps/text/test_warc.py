@@ -207,3 +207,92 @@ def test_shipped_real_warc_sample():
     assert [r.meta["url"] for r in records] == ["http://example.com/"]
     assert dict(stats.dropped) == {"warc_warcinfo": 2, "warc_request": 2, "warc_revisit": 1}
     assert "illustrative examples" in records[0].text
+
+
+# --- lying charsets (issue 22.8) ------------------------------------------------------------------
+RUSSIAN = ["Городской совет проголосовал за ремонт моста возле мельницы; работы должны завершиться до "
+           "осенней ярмарки.", "Посетители часто спрашивают об истории старой мельницы, и сотрудники "
+           "отвечают рассказами о весеннем паводке и о пекаре, который продолжал печь хлеб."]
+FRENCH_PLAIN = ["Le conseil municipal a voté la réparation du pont près du moulin ; les travaux doivent être "
+                "achevés avant la foire d'automne, quand la place se remplit d'étals de pommes et de miel.",
+                "Les visiteurs demandent souvent l'histoire du vieux moulin. Le personnel répond par des récits "
+                "sur la crue du printemps et le boulanger qui a continué à cuire son pain."]
+GERMAN = ["Der Gemeinderat stimmte für die Reparatur der Brücke an der Mühle; die Arbeiten sollen vor dem "
+          "Herbstmarkt fertig sein, wenn der Platz voller Stände mit Äpfeln, Käse und Honig ist.",
+          "Besucher fragen oft nach der Geschichte der alten Mühle, und die Mitarbeiter erzählen von der Flut "
+          "im Frühjahr und dem Bäcker, der weiter Brot gebacken hat."]
+JAPANESE = ["川沿いの町には小さな図書館があり、ボランティアが毎週寄贈された本を整理しています。",
+            "訪れる人はよく古い水車小屋の歴史について尋ねます。職員は春の洪水の話をして答えます。"]
+KOREAN = ["강가 마을에는 작은 도서관이 있고 자원봉사자들이 매주 기증된 책을 정리합니다.",
+          "방문객들은 종종 오래된 물레방아의 역사에 대해 묻고 직원들은 봄 홍수 이야기로 답합니다."]
+CHINESE = ["河边的小镇有一座小图书馆，志愿者每周整理捐赠的图书。星期四晚上阅览室开放到很晚。",
+           "游客常常询问老磨坊的历史。工作人员用春天洪水的故事和重建水车的家庭来回答。"]
+# (label, paragraphs whose UTF-8 bytes decode strictly with the label's codec, the codec)
+LIES = [("shift_jis", FRENCH_PLAIN, "cp932"), ("euc-kr", GERMAN, "cp949"), ("gb2312", FRENCH_PLAIN, "gb18030"),
+        ("windows-1251", RUSSIAN, "cp1251"), ("windows-1251", GERMAN, "cp1251")]
+HONEST = [("shift_jis", JAPANESE, "cp932"), ("euc-kr", KOREAN, "cp949"), ("gb2312", CHINESE, "gb18030"),
+          ("windows-1251", RUSSIAN, "cp1251"), ("iso-8859-1", FRENCH_PLAIN, "cp1252")]
+
+
+def _charset_crawl(path: Path, pages: list[tuple[str, bytes]]) -> Path:
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=False)
+    for i, (label, body) in enumerate(pages):
+        response(w, f"p{i}", f"https://news.example/{i}", body, ctype=f"text/html; charset={label}")
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def _texts(path: Path) -> list:
+    return list(WarcReader(path, shard_label=path.name, source="s", sink=QuarantineSink()).run())
+
+
+def test_a_lying_charset_that_decodes_is_overridden_and_recorded(tmp_path):
+    pages = []
+    for label, paras, codec in LIES:
+        body = article("T", paras, charset=label).encode("utf-8")
+        body.decode(codec)   # the lie decodes strictly: only a detector can tell
+        pages.append((label, body))
+    records = _texts(_charset_crawl(tmp_path / "lies.warc", pages))
+    assert len(records) == len(LIES)
+    for r, (label, paras, codec) in zip(records, LIES):
+        assert r.meta["charset"] == "utf-8" and r.meta["charset_override"] == codec, (label, r.meta)
+        assert paras[0][:40] in r.text, (label, r.text[:200])
+
+
+def test_an_honest_charset_is_kept(tmp_path):
+    pages = [(label, article("T", paras, charset=label).encode(codec)) for label, paras, codec in HONEST]
+    records = _texts(_charset_crawl(tmp_path / "honest.warc", pages))
+    assert len(records) == len(HONEST)
+    for r, (label, paras, codec) in zip(records, HONEST):
+        assert r.meta["charset"] == codec and "charset_override" not in r.meta, (label, r.meta)
+        assert paras[0][:20] in r.text
+
+
+# --- a Content-Length that is too long (issue 22.11) ---------------------------------------------------
+def _three_pages(path: Path, grow: int) -> Path:
+    """A plain WARC of three HTML responses whose second record's Content-Length is `grow` bytes too long."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=False)
+    for i, title in enumerate(["Mill bridge", "Library nights", "Autumn fair"]):
+        response(w, f"r{i}", f"https://news.example/{i}", article(title).encode())
+    data = buf.getvalue()
+    second = data.index(b"WARC/1.", 10)
+    head_end = data.index(b"\r\n\r\n", second)
+    header = data[second:head_end]
+    old = next(line for line in header.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    new = b"Content-Length: %d" % (int(old.split(b":")[1]) + grow)
+    path.write_bytes(data[:second] + header.replace(old, new) + data[head_end:])
+    return path
+
+
+@pytest.mark.parametrize("grow", [200, 10**6], ids=["into the next record", "past the end of the file"])
+def test_a_content_length_too_long_resyncs_to_the_next_record(tmp_path, grow):
+    sink = QuarantineSink()
+    path = _three_pages(tmp_path / "w.warc", grow)
+    reader = WarcReader(path, shard_label="w", source="s", sink=sink)
+    records = list(reader.run())
+    assert [r.meta["warc_record_id"] for r in records] == ["urn:uuid:r0", "urn:uuid:r2"]
+    assert "Autumn fair" in records[1].text
+    assert dict(reader.stats.quarantined) == {"warc_bad_length": 1}
+    assert reader.stats.records_in == 3      # the record with the wrong length is counted, the next one read
