@@ -17,7 +17,7 @@ from curation.ledger import build_rows, write_ledger
 from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
 from curation.ledger.ranks import describe as describe_ranks
-from curation.mixture.manifests import build_manifests, remove_manifests
+from curation.mixture.manifests import handoff_rows, remove_manifests, stage_handoffs, write_manifests
 from curation.mixture.signing import load_private_key, remove_signatures, sign_manifest
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
@@ -194,15 +194,21 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs
     rows["task_retries"] = [{"run": plan.recipe.fingerprint, **r} for r in done.retries]
-    write_ledger(rows, ledger_dir(out))
     failures = source_failures(plan.recipe.recipe, rows)
     if failures:   # the ledger and report show what happened; no manifest may point a trainer at it
+        write_ledger(rows, ledger_dir(out))
         report = write_report(rows, out)
         remove_manifests(out)
         remove_signatures(out / "manifests")
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
-    manifests = build_manifests(plan, stage_plans, rows, out, root)
+    # plans and Megatron hand-offs first: what Megatron will draw goes into the ledger, which the manifests seal
+    staged = stage_handoffs(plan, stage_plans, rows, out, root)
+    more = handoff_rows(staged, plan.recipe.fingerprint)
+    rows["handoff"] = more["handoff"]
+    rows["mixture_flags"] = [*rows["mixture_flags"], *more["mixture_flags"]]
+    write_ledger(rows, ledger_dir(out))
+    manifests = write_manifests(plan, staged, out)
     remove_signatures(out / "manifests")     # none of an earlier run may look like this one's
     for m in manifests if key is not None else ():
         sign_manifest(m, key)

@@ -30,6 +30,7 @@ TABLES: dict[str, str] = {
     "mixture": "one row per stage x source: the planner's draw of the source into the stage",
     "mixture_flags": "one row per planner finding about a stage and source",
     "buckets": "one row per long-context stage x length bucket",
+    "handoff": "one row per stage x planned source: planned tokens and the tokens Megatron-LM draws from the hand-off",
     "consumed": "one row per training run x stage x source: what `curate train` fed (written back after the run)",
     "pii": "one row per source x kind of personal data replaced",
     "optout": "one row per source: the retroactive robots.txt opt-out",
@@ -159,8 +160,14 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                 "share": "share of the stage's effective tokens", "target_share": "the category's target share",
                 "max_epochs": "the repetition cap", "exhausted_at_tokens": "stage tokens at which the source reached "
                 "its cap, null if never", "excluded": "why the source is not drawn, null when it is"},
-    "mixture_flags": {"kind": "over_repetition, target_unreachable, budget_exceeded, budget_unfilled, no_tokens "
-                      "or bucket_short", "message": "the finding in words"},
+    "mixture_flags": {"kind": "over_repetition, target_unreachable, budget_exceeded, budget_unfilled, no_tokens, "
+                      "bucket_short or not_drawable (a blend source Megatron-LM cannot draw)",
+                      "message": "the finding in words"},
+    "handoff": {"mode": "the stage's Megatron hand-off: packed (the plan as sequences) or blend (Megatron samples)",
+                "planned_tokens": "tokens of the source's sampling plan",
+                "drawn_tokens": "input tokens Megatron-LM draws from the hand-off with --train-samples",
+                "train_samples": "the stage's --train-samples", "drawable": "whether Megatron-LM draws the source",
+                "note": "why it is not drawn, when it is not"},
     "buckets": {"bucket": "bucket index", "lower": "lower document length (exclusive)",
                 "upper": "upper document length (inclusive)", "target_tokens": "tokens the bucket should hold",
                 "filled_tokens": "tokens filled from documents of its length",

@@ -65,6 +65,11 @@ CORE: dict[str, pa.Schema] = {
                           ("epochs", pa.float64()), ("effective_tokens", pa.int64()), ("share", pa.float64()),
                           ("target_share", pa.float64()), ("max_epochs", pa.float64()),
                           ("exhausted_at_tokens", pa.int64()), ("excluded", pa.string())]),
+    # per stage and planned source: planned tokens and the input tokens Megatron-LM draws from the stage's
+    # hand-off with its `--train-samples` (`curation.mixture.megatron`, mode `packed` or `blend`)
+    "handoff": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
+                          ("mode", pa.string()), ("planned_tokens", pa.int64()), ("drawn_tokens", pa.int64()),
+                          ("train_samples", pa.int64()), ("drawable", pa.bool_()), ("note", pa.string())]),
     "mixture_flags": pa.schema([("run", pa.string()), ("stage", pa.string()), ("source", pa.string()),
                                 ("kind", pa.string()), ("message", pa.string())]),
     "buckets": pa.schema([("run", pa.string()), ("stage", pa.string()), ("bucket", pa.int32()),

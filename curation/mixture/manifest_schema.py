@@ -32,8 +32,8 @@ SOURCE = {"name": _STR, "prefix": _STR, "variant": _STR, "documents": _INT, "tok
           "effective_tokens": _INT, "share": _NUM, "files": list}
 FILE = {"path": _STR, "bytes": _INT, "sha256": _STR}
 PLAN = {"path": _STR, "kind": _STR, "sha256": _STR, "tokens": _INT, "samples": _INT, "documents": _INT}
-MEGATRON = {"dir": _STR, "tokenizer": dict, "split": _STR, "packed": bool, "prefixes": list, "train_samples": _INT,
-            "files": dict, "not_drawable": list}
+MEGATRON = {"dir": _STR, "tokenizer": dict, "split": _STR, "mode": _STR, "packed": bool, "prefixes": list,
+            "train_samples": _INT, "files": dict, "not_drawable": list, "draws": list}
 PREFIX = {"name": _STR, "prefix": _STR, "tokens": _INT, "sequences": _INT, "files": list}
 
 

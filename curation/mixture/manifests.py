@@ -36,7 +36,7 @@ from curation.shards import read_index
 from curation.shards.indexed import has_tokens
 from curation.shards.counting import count_tokens_by_modality
 
-__all__ = ["FORMAT", "build_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
+__all__ = ["FORMAT", "handoff_rows", "stage_handoffs", "write_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
 WRITTEN_BACK = ("consumed",)
 # ledger tables that describe where the work ran (devices, ranks), not what the shards hold (their sha256
@@ -55,7 +55,8 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
     Adding, removing or re-weighting a source, or any change to a shard, gives a new fingerprint;
     the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
     # `reasoning: keep` (the default) is left out, so stages written before the setting existed keep their plans
-    settings = stage.model_dump(mode="json", exclude={"reasoning"} if stage.reasoning == "keep" else None)
+    # nor is `handoff`: how Megatron receives the plan changes no plan
+    settings = stage.model_dump(mode="json", exclude={"handoff", *(("reasoning",) if stage.reasoning == "keep" else ())})
     return fingerprint({"stage": settings,
                         "sources": [[s["name"], s["epochs"], s["effective_tokens"],
                                      [f["sha256"] for f in s["files"]]] for s in sources]})
@@ -141,17 +142,22 @@ def _vocabulary(v) -> dict:
             "blocks": [{"name": b.name, "start": b.start, "size": b.size} for b in v.blocks], "reserved": v.reserved}
 
 
-def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
-                    root: Path | str | None = None) -> list[Path]:
-    """One manifest and one Megatron hand-off per training stage, frozen by a stage fingerprint (`root`:
-    where the hand-off's files name the output, when it is published elsewhere)."""
+def handoff_mode(recipe, stage) -> str:
+    """The stage's Megatron hand-off mode: its own `handoff`, else the recipe's (long-context: packed)."""
+    return "packed" if stage.long_context is not None else (stage.handoff or recipe.handoff)
+
+
+def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
+                   root: Path | str | None = None) -> list[dict]:
+    """Per training stage, its sources, sampling plans and Megatron hand-off, written to disk; the manifests
+    follow once the ledger holds the hand-off's rows (`handoff_rows`, `write_manifests`). `root`: where the
+    hand-off's files name the output, when it is published elsewhere."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
     shards = _Shards(out, mdir, main_pool(rows), plan.vocab)
     vocabulary = _vocabulary(plan.vocab)
-    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES, *DEVICE_TABLES))
-    written = []
+    staged = []
     for index, sp in enumerate(stage_plans):
         stage = sp.stage
         sources = _source_entries(sp, r, shards)
@@ -159,16 +165,53 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
         _plans(sp, sources, stage_fp, mdir)
         long_context = _long_context(sp, mdir)
         megatron = write_handoff(out, mdir, stage.name, stage.seq_length, sources,
-                                 sp.long_context.packing if sp.long_context else None, vocabulary, root)
+                                 sp.long_context.packing if sp.long_context else None, vocabulary, root,
+                                 mode=handoff_mode(r, stage), stage_fp=stage_fp)
+        flags = [{"stage": stage.name, "source": d["name"], "kind": "not_drawable",
+                  "message": f"{d['name']}: {d['tokens']:,} planned tokens, {d['reason']}: Megatron-LM will not draw "
+                             f"it (the blend hand-off); use `handoff: packed` to draw every planned token"}
+                 for d in megatron["not_drawable"]]
+        staged.append({"index": index, "plan": sp, "sources": sources, "stage_fingerprint": stage_fp,
+                       "long_context": long_context, "megatron": megatron, "vocabulary": vocabulary,
+                       "flags": [*sp.flags, *flags]})
+    return staged
+
+
+def handoff_rows(staged: list[dict], run: str) -> dict[str, list[dict]]:
+    """The ledger's `handoff` table (per stage and planned source: planned tokens and the tokens Megatron-LM
+    draws) and the hand-off's flags for `mixture_flags`."""
+    rows = []
+    for st in staged:
+        mg = st["megatron"]
+        skipped = {d["name"]: d["reason"] for d in mg["not_drawable"]}
+        for d in mg["draws"]:
+            rows.append({"run": run, "stage": st["plan"].stage.name, "source": d["name"], "mode": mg["mode"],
+                         "planned_tokens": d["planned_tokens"], "drawn_tokens": d["drawn_tokens"],
+                         "train_samples": mg["train_samples"], "drawable": d["name"] not in skipped,
+                         "note": skipped.get(d["name"])})
+    flags = [{"run": run, **f} for st in staged for f in st["flags"] if f["kind"] == "not_drawable"]
+    return {"handoff": rows, "mixture_flags": flags}
+
+
+def write_manifests(plan: Plan, staged: list[dict], out: Path) -> list[Path]:
+    """One manifest per staged training stage (`stage_handoffs`), frozen by a stage fingerprint, its ledger
+    tables' digests taken from the ledger already written."""
+    r = plan.recipe.recipe
+    mdir = out / "manifests"
+    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES, *DEVICE_TABLES))
+    written = []
+    for st in staged:
+        sp, stage, megatron, sources = st["plan"], st["plan"].stage, st["megatron"], st["sources"]
+        index = st["index"]
         manifest = {
             "format": FORMAT, "recipe": r.name, "recipe_fingerprint": plan.recipe.fingerprint,
-            "stage": stage.name, "stage_fingerprint": stage_fp, "seq_length": stage.seq_length,
-            "budget_tokens": sp.budget_tokens, "samples": megatron["train_samples"], "vocabulary": vocabulary,
+            "stage": stage.name, "stage_fingerprint": st["stage_fingerprint"], "seq_length": stage.seq_length,
+            "budget_tokens": sp.budget_tokens, "samples": megatron["train_samples"], "vocabulary": st["vocabulary"],
             "ledger": _rel(out / "ledger" / "ledger.duckdb", mdir),
             "training": stage.training(index),
             "sources": sources, "blend": blend_of(megatron),
-            "flags": [f for f in sp.flags],
-            "long_context": long_context, "megatron": megatron,
+            "flags": st["flags"],
+            "long_context": st["long_context"], "megatron": megatron,
             "ledger_tables": tables,
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
@@ -179,7 +222,7 @@ def build_manifests(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: P
         path = mdir / f"{stage.name}.json"
         atomic_write_json(path, manifest)
         written.append(path)
-    _remove_stale(out, {sp.stage.name for sp in stage_plans})
+    _remove_stale(out, {st["plan"].stage.name for st in staged})
     return written
 
 
@@ -208,7 +251,7 @@ def remove_manifests(out: Path) -> None:
 
 def megatron_blend(manifest_path: Path) -> list:
     """The stage's blend as megatron-core's `BlendedMegatronDatasetConfig.blend` expects it:
-    `[[absolute prefix, ...], [weight, ...]]`, weights None for a packed (long-context) stage.
+    `[[absolute prefix, ...], [weight, ...]]`, weights None for a stage packed into one prefix.
 
     Pair it with `sequence_length = manifest["seq_length"]`, sizes `[manifest["samples"], 0, 0]` and
     split "100,0,0"; Megatron-LM users pass the hand-off's files instead (README, "Training with
@@ -216,7 +259,8 @@ def megatron_blend(manifest_path: Path) -> list:
     m = load_manifest(manifest_path)
     base = Path(manifest_path).resolve().parent
     prefixes = [str(Path(os.path.normpath(base / p["prefix"]))) for p in m["megatron"]["prefixes"]]
-    weights = None if m["megatron"]["packed"] else [float(p["sequences"]) for p in m["megatron"]["prefixes"]]
+    single = m["megatron"]["packed"] and len(prefixes) == 1
+    weights = None if single else [float(p["sequences"]) for p in m["megatron"]["prefixes"]]
     return [prefixes, weights]
 
 

@@ -2,27 +2,26 @@
 
 Weights over the source shards cannot say which documents a stage uses, how often, or how a
 long-context stage packs them; Megatron-LM would draw whole sources in its own epochs. So each stage
-gets `<out>/megatron/<stage>/` where the plan *is* the data, and one pass over it is the stage:
+gets `<out>/megatron/<stage>/` where the plan *is* the data, in one of two modes (recipe `handoff:`,
+per stage or recipe-wide; a long-context stage is always packed):
 
-- a source planned at exactly one epoch is its own shards (`tokenized/<source>/<source>`);
-- any other plan (fractional or repeated epochs, a capped or partial selection) gets a stage index
-  `<source>.idx` listing every planned occurrence of every document (a document planned 3 times is
-  listed 3 times; unplanned ones not at all). Its `.bin` is a link to the source's `.bin`: megatron-core
-  opens `PREFIX.idx` and `PREFIX.bin` only, so an index cannot name another prefix's data file, but a
-  link costs no data. Disk cost: 20 bytes per planned occurrence (int32 length, int64 pointer, int64
-  document boundary), no tokens copied;
-- a long-context stage gets `packed`: the best-fit-decreasing sequences of its plan
-  (`curation.mixture.longcontext`), each written as one sequence of exactly `seq_length` tokens, the
-  documents of a bin back to back, then padding. GPTDataset cuts samples of `seq_length` (+1 label)
-  from the stream of whole sequences, so every sample is one packed sequence, never a document split
-  across two. This copies the selected documents' tokens once (the only tokens the hand-off copies).
+- `packed` (the default): the stage's sequences (`curation.mixture.sequences`: the plan's occurrences in
+  its seeded order, cut into sequences of `seq_length`; a long-context stage's best-fit-decreasing bins),
+  written by `curation.mixture.megatron_packed` so that `--train-samples` = the number of sequences
+  draws each one once: every planned token of every source exactly once, under one sequence of
+  padding (Megatron's eod, out of the loss with `--eod-mask-loss`). This copies the stage's tokens once.
+- `blend`: Megatron's own sampling over one prefix per source. A source planned at exactly one epoch is
+  its own shards (`tokenized/<source>/<source>`); any other plan gets a stage index `<source>.idx`
+  listing every planned occurrence of every document (its `.bin` a link to the source's `.bin`:
+  megatron-core opens `PREFIX.idx` and `PREFIX.bin` only; 20 bytes per occurrence, no tokens copied).
+  The weights are the samples of `seq_length` one pass over each prefix yields (`(tokens - 1) //
+  seq_length`, megatron-core's count), `train_samples` their sum, so each source loses under one
+  sequence, and a source of fewer than `seq_length + 1` planned tokens cannot be drawn at all: it is
+  listed in `not_drawable`, a `not_drawable` flag in the ledger and a warning at the end of `curate run`.
 
-The blend weights are the number of `seq_length` samples one pass over each prefix yields
-(`(tokens - 1) // seq_length`, megatron-core's own count: a sample takes one token more than it trains
-on), and `train_samples` is their sum, so a Megatron run of `train_samples` samples draws each prefix's
-first pass: every source's planned tokens within one sequence, only planned documents, no occurrence
-twice. The packed prefix carries no weight; one pass over its P sequences yields P - 1 samples, so
-the packed sequence Megatron's shuffle puts last is the one not drawn (never one drawn twice).
+Either way `draws` says, per planned source, the planned tokens and the input tokens Megatron draws
+(`tests/mixture/test_megatron_handoff.py` counts them with megatron-core's own builder); the ledger's
+`handoff` table holds them.
 
 Files, written again by every `curate run` (`cache/`, megatron-core's index cache, is left alone):
 `data_args.txt` (`--data-args-path`), `per_split_data_args.json` (`--per-split-data-args-path`), `args.txt`
@@ -41,10 +40,13 @@ from curation.core.atomic import atomic_write_bytes
 from curation.core.hashing import sha256_file
 from curation.core.layout import megatron_dir
 from curation.errors import CurateError
+from curation.mixture.megatron_packed import chunk_sizes, write_packed
 from curation.mixture.sampling import read_plan
-from curation.shards.indexed import IndexedWriter, read_index, write_index
+from curation.mixture.sequences import planned, stage_sequences
+from curation.shards.indexed import read_index, write_index
 
 SPLIT = "100,0,0"   # the whole hand-off trains; a validation set is a separate blend
+MODES = ("packed", "blend")
 FILES = ("data_args.txt", "per_split_data_args.json", "args.txt")
 
 
@@ -102,63 +104,41 @@ def _source_prefix(hdir: Path, mdir: Path, s: dict, seq_length: int) -> dict:
             "files": [_file(Path(f"{prefix}.bin"), mdir, bin_sha), _file(Path(f"{prefix}.idx"), mdir)]}
 
 
-def packed_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int, pad: int):
-    """Yield each packed sequence of a long-context plan: its documents in packing order, then `pad`."""
-    shards = {}
-    for i in np.unique(packing[:, 0]) if packing.size else []:
-        prefix = mdir / sources[int(i)]["prefix"]
-        dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
-        shards[int(i)] = (np.memmap(f"{prefix}.bin", dtype=dtype, mode="r"), lengths,
-                          pointers // np.dtype(dtype).itemsize)
-    order = np.lexsort((np.arange(len(packing)), packing[:, 2])) if packing.size else []
-    rows = packing[order]
-    bounds = np.searchsorted(rows[:, 2], np.arange(int(rows[:, 2].max()) + 2)) if len(rows) else [0]
-    for b in range(len(bounds) - 1):
-        seq = np.full(seq_length, pad, dtype=np.int32)
-        at = 0
-        for src, doc, _ in rows[bounds[b]:bounds[b + 1]]:
-            tokens, lengths, starts = shards[int(src)]
-            n = int(lengths[doc])
-            if at + n > seq_length:
-                raise ValueError(f"packed sequence {b} overflows {seq_length} tokens: the packing does not "
-                                 f"match the shards of {sources[int(src)]['name']}; re-run `curate run`")
-            seq[at:at + n] = tokens[int(starts[doc]):int(starts[doc]) + n]
-            at += n
-        yield seq
+def packed_sizes(sources: list[dict], packing: np.ndarray | None, seq_length: int) -> list[int]:
+    """Sequences per packed prefix: the long-context bins, or the plan's tokens in sequences of `seq_length`."""
+    if packing is not None:
+        total = int(packing[:, 2].max()) + 1 if len(packing) else 0
+    else:
+        total = -(-sum(sources[i]["plan"]["tokens"] for i in planned(sources)) // seq_length)
+    return chunk_sizes(total, seq_length)
 
 
-def _packed_prefix(hdir: Path, mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,
-                   pad: int) -> dict:
-    prefix = hdir / "packed"
-    writer = IndexedWriter(prefix, dtype=np.int32)
-    sequences = 0
-    for seq in packed_sequences(mdir, sources, packing, seq_length, pad):
-        writer.add(seq)
-        sequences += 1
-    writer.close()
-    used = 0
-    for i in np.unique(packing[:, 0]):
-        lengths = read_index(Path(f"{mdir / sources[int(i)]['prefix']}.idx"))[1]
-        used += int(lengths[packing[packing[:, 0] == i, 1]].astype(np.int64).sum())
-    return {"name": "packed", "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
-            "tokens": sequences * seq_length, "document_tokens": used, "pad_tokens": sequences * seq_length - used,
-            "documents": len(packing), "occurrences": len(packing), "packed_sequences": sequences,
-            "sequences": max(sequences * seq_length - 1, 0) // seq_length,
-            "files": [_file(Path(f"{prefix}.bin"), mdir), _file(Path(f"{prefix}.idx"), mdir)]}
+def _packed_prefixes(hdir: Path, mdir: Path, sources: list[dict], stage_fp: str, packing: np.ndarray | None,
+                     seq_length: int, pad: int) -> tuple[list[dict], dict[int, int]]:
+    sizes = packed_sizes(sources, packing, seq_length)
+    seqs = stage_sequences(mdir, sources, stage_fp, seq_length, pad, packing)
+    written, held = write_packed(hdir, seqs, sizes, seq_length, pad)
+    prefixes = []
+    for w in written:
+        prefix = hdir / w["name"]
+        prefixes.append({**w, "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
+                         "files": [_file(Path(f"{prefix}.bin"), mdir), _file(Path(f"{prefix}.idx"), mdir)]})
+    return prefixes, held
 
 
-def blend_list(prefixes: list[dict], root: Path | str, mdir: Path) -> list[str]:
-    """`--data-path`-style list: `weight prefix ...`, or the packed prefix alone (no weight)."""
+def blend_list(section: dict, root: Path | str, mdir: Path) -> list[str]:
+    """`--data-path`-style list: `weight prefix ...`, or a single packed prefix alone (no weight)."""
     def where(p):
         return f"{root}/{os.path.relpath(os.path.normpath(mdir / p['prefix']), mdir.parent)}".replace(os.sep, "/")
-    if len(prefixes) == 1 and prefixes[0]["name"] == "packed":
+    prefixes = section["prefixes"]
+    if section["packed"] and len(prefixes) == 1:
         return [where(prefixes[0])]
     return [x for p in prefixes for x in (str(p["sequences"]), where(p))]
 
 
 def file_texts(section: dict, root: Path | str, mdir: Path, seq_length: int) -> dict[str, str]:
     """The contents of the hand-off's path-holding files, for the output folder at `root`."""
-    blend = blend_list(section["prefixes"], root, mdir)
+    blend = blend_list(section, root, mdir)
     tok = section["tokenizer"]
     args = ["--tokenizer-type", tok["tokenizer_type"], "--vocab-size", str(tok["vocab_size"]),
             "--make-vocab-size-divisible-by", str(tok["make_vocab_size_divisible_by"]),
@@ -174,9 +154,9 @@ def file_texts(section: dict, root: Path | str, mdir: Path, seq_length: int) -> 
 
 def blend_of(megatron: dict) -> list:
     """The hand-off's blend, Megatron-shaped and relative to the manifest's folder: `[weight, prefix, ...]`
-    (weight = samples per pass), or `[prefix]` for a packed stage."""
+    (weight = samples per pass), or `[prefix]` for a stage packed into one prefix."""
     ps = megatron["prefixes"]
-    if megatron["packed"]:
+    if megatron["packed"] and len(ps) == 1:
         return [p["prefix"] for p in ps]
     return [x for p in ps for x in (p["sequences"], p["prefix"])]
 
@@ -187,25 +167,47 @@ def text_digest(text: str, root: Path | str) -> str:
     return hashlib.sha256(text.replace(f"{root}/", "{out}/").encode()).hexdigest()
 
 
+def draws(sources: list[dict], prefixes: list[dict], held: dict[int, int] | None, seq_length: int) -> list[dict]:
+    """Per planned source: planned tokens and the input tokens Megatron draws with `--train-samples`.
+    Packed: every sequence is drawn once, so a source's drawn tokens are what the sequences hold of it
+    (`held`). Blend: a prefix's `sequences` samples of `seq_length` inputs; a source without a prefix, 0."""
+    by_name = {p["name"]: p for p in prefixes}
+    out = []
+    for i in planned(sources):
+        s = sources[i]
+        got = held.get(i, 0) if held is not None else (by_name[s["name"]]["sequences"] * seq_length
+                                                         if s["name"] in by_name else 0)
+        out.append({"name": s["name"], "planned_tokens": int(s["plan"]["tokens"]), "drawn_tokens": int(got)})
+    return out
+
+
 def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: list[dict],
-                  packing: np.ndarray | None, vocab: dict, root: Path | str | None = None) -> dict:
+                  packing: np.ndarray | None, vocab: dict, root: Path | str | None = None, mode: str = "packed",
+                  stage_fp: str = "") -> dict:
     """Write a stage's hand-off; returns the manifest's `megatron` section (paths relative to `mdir`).
-    `root`: where the files name the output folder (default `out`; an output URL for a run that publishes)."""
+    `root`: where the files name the output folder (default `out`; an output URL for a run that publishes).
+    `mode`: `packed` or `blend` (a long-context stage, given `packing`, is always packed); `stage_fp`: the
+    stage fingerprint that seeds the plan's order (`curation.mixture.sequences.plan_order`)."""
+    if mode not in MODES:
+        raise ValueError(f"hand-off mode {mode!r}: use one of {', '.join(MODES)}")
     hdir = megatron_dir(out, stage)
     hdir.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_settings(vocab)
-    planned = [s for s in sources if "plan" in s and s["effective_tokens"] > 0]
-    if packing is not None:
-        prefixes = [_packed_prefix(hdir, mdir, sources, packing, seq_length, tok["pad"])] if len(packing) else []
+    packed = packing is not None or mode == "packed"
+    short = []
+    if packed:
+        prefixes, held = _packed_prefixes(hdir, mdir, sources, stage_fp, packing, seq_length, tok["pad"])
     else:
-        prefixes = [_source_prefix(hdir, mdir, s, seq_length) for s in planned]
-    short = [{"name": p["name"], "tokens": p["tokens"],
-              "reason": f"fewer than {seq_length + 1} planned tokens: not one sample of seq_length + 1"}
-             for p in prefixes if p["sequences"] == 0]
-    prefixes = [p for p in prefixes if p["sequences"] > 0]
+        held = None
+        prefixes = [_source_prefix(hdir, mdir, sources[i], seq_length) for i in planned(sources)]
+        short = [{"name": p["name"], "tokens": p["tokens"],
+                  "reason": f"fewer than {seq_length + 1} planned tokens: not one sample of seq_length + 1"}
+                 for p in prefixes if p["sequences"] == 0]
+        prefixes = [p for p in prefixes if p["sequences"] > 0]
     section = {"dir": os.path.relpath(hdir, out).replace(os.sep, "/"), "tokenizer": tok, "split": SPLIT,
-               "packed": packing is not None, "prefixes": prefixes, "not_drawable": short,
-               "train_samples": sum(p["sequences"] for p in prefixes)}
+               "mode": "packed" if packed else "blend", "packed": packed, "prefixes": prefixes,
+               "not_drawable": short, "train_samples": sum(p["sequences"] for p in prefixes),
+               "draws": draws(sources, prefixes, held, seq_length)}
     texts = file_texts(section, root or out, mdir, seq_length)
     for name, text in texts.items():
         atomic_write_bytes(hdir / name, text.encode())

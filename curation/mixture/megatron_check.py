@@ -2,7 +2,8 @@
 
 Every prefix is rebuilt in memory from the stage's sampling plans (or packing) and the shards, and must
 be what is on disk: stage indices byte for byte, each `.bin` link the source's `.bin` (same file, or the
-same bytes where the link was copied), packed sequences token for token. The weights, sample counts
+same bytes where the link was copied), packed sequences token for token (`megatron_packed.expected_digests`),
+and `draws` (planned and drawn tokens per source) what the hand-off gives Megatron. The weights, sample counts
 and tokenizer settings must follow from the plan and the vocabulary, and `data_args.txt`,
 `per_split_data_args.json` and `args.txt` must be exactly the files for this output folder.
 """
@@ -18,12 +19,15 @@ from curation.core.hashing import sha256_file
 from curation.mixture.megatron import (
     FILES,
     blend_of,
+    draws,
     file_texts,
     occurrences,
-    packed_sequences,
+    packed_sizes,
     text_digest,
     tokenizer_settings,
 )
+from curation.mixture.megatron_packed import chunk_sizes, expected_digests, prefix_names
+from curation.mixture.sequences import stage_sequences
 from curation.mixture.sampling import read_plan
 from curation.shards.indexed import index_parts, read_index
 
@@ -82,34 +86,41 @@ def _check_stage_index(m: dict, base: Path, s: dict, p: dict, problems: list[str
             problems.append(f"megatron prefix {name}: {found['.bin']} is not {src_bin} (the index points into it)")
 
 
-def _check_packed(m: dict, base: Path, p: dict, problems: list[str]) -> None:
-    pack = m["long_context"]["packing"] if m.get("long_context") else None
-    if pack is None:
-        problems.append("megatron: a packed hand-off needs the manifest's long_context packing")
-        return
-    found = _check_files("packed", p, base, problems)
+def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | None:
+    """The packed prefixes must be the stage's sequences (recomputed from its plans or packing) in the
+    layout of `curation.mixture.megatron_packed`; returns the planned tokens per source they hold."""
+    mg, seq = m["megatron"], m["seq_length"]
+    packing = None
+    if m.get("long_context"):
+        try:
+            packing = np.load(base / m["long_context"]["packing"]["path"], allow_pickle=False)
+        except (OSError, ValueError) as e:
+            problems.append(f"megatron: cannot read the long-context packing ({e})")
+            return None
     try:
-        packing = np.load(base / pack["path"], allow_pickle=False)
-        seqs = list(packed_sequences(base, m["sources"], packing, m["seq_length"], m["megatron"]["tokenizer"]["pad"]))
-    except (OSError, ValueError, IndexError) as e:
-        problems.append(f"megatron prefix packed: cannot rebuild the packed sequences ({e})")
-        return
-    tokens = len(seqs) * m["seq_length"]
-    if (p.get("packed_sequences"), p["tokens"], p["sequences"]) != (len(seqs), tokens, max(tokens - 1, 0) // m["seq_length"]):
-        problems.append(f"megatron prefix packed: {p.get('packed_sequences')} sequences / {p['tokens']} tokens / "
-                        f"{p['sequences']} samples in the manifest, the packing gives {len(seqs)} of {m['seq_length']}")
-    if ".bin" in found:
-        h = hashlib.sha256()
-        for seq in seqs:
-            h.update(seq.tobytes())
-        if sha256_file(found[".bin"]) != h.hexdigest():
-            problems.append(f"megatron prefix packed: {found['.bin']} does not hold the packed sequences of the plan")
-    if ".idx" in found:
-        h = hashlib.sha256()
-        for part in index_parts(np.full(len(seqs), m["seq_length"], np.int32), np.dtype(np.int32)):
-            h.update(part)
-        if sha256_file(found[".idx"]) != h.hexdigest():
-            problems.append(f"megatron prefix packed: {found['.idx']} is not the index of the packed sequences")
+        sizes = packed_sizes(m["sources"], packing, seq)
+        want, held = expected_digests(stage_sequences(base, m["sources"], m["stage_fingerprint"], seq,
+                                                      mg["tokenizer"]["pad"], packing), sizes, seq,
+                                      mg["tokenizer"]["pad"])
+    except (OSError, ValueError, IndexError, KeyError) as e:
+        problems.append(f"megatron: cannot rebuild the stage's packed sequences ({e})")
+        return None
+    names = prefix_names(len(sizes))
+    got = [p["name"] for p in mg["prefixes"]]
+    if got != names:
+        problems.append(f"megatron: packed prefixes {got}, the plan gives {names}")
+        return held
+    if sizes != chunk_sizes(sum(sizes), seq):
+        problems.append("megatron: the packed prefixes are not split as megatron_packed.chunk_sizes splits them")
+    for p, name, k in zip(mg["prefixes"], names, sizes):
+        if (p["sequences"], p["tokens"]) != (k, k * seq + 1):
+            problems.append(f"megatron prefix {name}: {p['sequences']} sequences / {p['tokens']} tokens in the "
+                            f"manifest, the plan gives {k} sequences of {seq} and one token")
+        found = _check_files(name, p, base, problems)
+        for ext, sha in zip((".bin", ".idx"), want[name]):
+            if ext in found and sha256_file(found[ext]) != sha:
+                problems.append(f"megatron prefix {name}: {found[ext]} does not hold the packed sequences of the plan")
+    return held
 
 
 def _check_texts(m: dict, base: Path, problems: list[str], check_location: bool) -> None:
@@ -148,7 +159,9 @@ def _other_root(text: str, template: str) -> str | None:
     tail = template.split("{out}/", 1)[1].split("\n", 1)[0].split(" ", 1)[0].split('"', 1)[0]
     at = rest.find("/" + tail)
     root = rest[:at] if at > 0 else None
-    return root if root is not None and text == template.replace("{out}/", f"{root}/") else None
+    if root is None or any(c.isspace() for c in root) or not (root.startswith("/") or "://" in root):
+        return None      # an output folder is an absolute path or URL: `2 /out` is an edit, not a move
+    return root if text == template.replace("{out}/", f"{root}/") else None
 
 
 def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]:
@@ -160,11 +173,15 @@ def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]
         problems.append("megatron.tokenizer does not follow from the manifest's vocabulary")
     by_name = {p["name"]: p for p in mg["prefixes"]}
     skipped = {d.get("name") for d in mg["not_drawable"] if isinstance(d, dict)}
+    held = None
+    if mg["packed"] != (mg.get("mode") == "packed"):
+        problems.append(f"megatron: mode {mg.get('mode')!r} and packed = {mg['packed']} disagree")
+    if m.get("long_context") and not mg["packed"]:
+        problems.append("megatron: a long-context stage must be handed off packed")
     if mg["packed"]:
-        if set(by_name) - {"packed"}:
-            problems.append(f"megatron: a packed stage has prefixes {sorted(set(by_name) - {'packed'})}")
-        if "packed" in by_name:
-            _check_packed(m, base, by_name["packed"], problems)
+        if skipped:
+            problems.append(f"megatron: a packed stage lists not_drawable sources {sorted(skipped)}")
+        held = _check_packed(m, base, problems)
     else:
         planned = [s for s in m["sources"] if "plan" in s and s["effective_tokens"] > 0]
         for s in planned:
@@ -175,6 +192,10 @@ def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]
         extra = set(by_name) - {s["name"] for s in planned}
         if extra:
             problems.append(f"megatron: prefixes {sorted(extra)} are no planned source of the stage")
+    if not mg["packed"] or held is not None:
+        want = draws(m["sources"], mg["prefixes"], held, m["seq_length"])
+        if mg.get("draws") != want:
+            problems.append(f"megatron.draws {mg.get('draws')} is not what the hand-off gives Megatron: {want}")
     total = sum(p["sequences"] for p in mg["prefixes"])
     if mg["train_samples"] != total or m["samples"] != total:
         problems.append(f"samples = {m['samples']}, megatron.train_samples = {mg['train_samples']}: the hand-off's "

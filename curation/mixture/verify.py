@@ -186,6 +186,21 @@ def _check_mixture(m: dict, ledger_dir: Path) -> list[str]:
     return problems
 
 
+def _check_draws(m: dict, ledger_dir: Path) -> list[str]:
+    """The ledger's `handoff` rows of the stage are the manifest's planned and drawn tokens per source."""
+    problems: list[str] = []
+    run, stage = m["recipe_fingerprint"].replace("'", "''"), m["stage"].replace("'", "''")
+    _, rows = _query(ledger_dir, "SELECT source, mode, planned_tokens, drawn_tokens, train_samples FROM handoff "
+                     f"WHERE run = '{run}' AND stage = '{stage}' ORDER BY source", problems)
+    mg = m["megatron"]
+    want = sorted((d["name"], mg["mode"], d["planned_tokens"], d["drawn_tokens"], mg["train_samples"])
+                  for d in mg["draws"])
+    if not problems and sorted(tuple(r) for r in rows) != want:
+        problems.append(f"ledger handoff rows of stage {m['stage']} {sorted(tuple(r) for r in rows)} differ from the "
+                        f"manifest's draws {want}")
+    return problems
+
+
 def _check_plans(m: dict, base: Path) -> list[str]:
     """Each sampling plan is the file the manifest names and recomputes from its seed."""
     problems = []
@@ -326,12 +341,16 @@ def verify_manifest(path: Path, *, check_location: bool = True, key: str | Path 
     problems += _check_settings(m, ledger_dir)
     problems += _check_sources(m, base, ledger_dir, ok)
     problems += _check_mixture(m, ledger_dir)
+    problems += _check_draws(m, ledger_dir)
     problems += _check_plans(m, base)
     handoff = check_handoff(m, base, check_location)
     problems += handoff
     if not handoff:
-        ok.append(f"megatron hand-off: {len(m['megatron']['prefixes'])} prefix(es), "
-                  f"{m['megatron']['train_samples']} samples of {m['seq_length']}")
+        mg = m["megatron"]
+        planned = sum(d["planned_tokens"] for d in mg["draws"])
+        drawn = sum(d["drawn_tokens"] for d in mg["draws"])
+        ok.append(f"megatron hand-off ({mg['mode']}): {len(mg['prefixes'])} prefix(es), "
+                  f"{mg['train_samples']} samples of {m['seq_length']}; draws {drawn:,} of {planned:,} planned tokens")
     problems += _check_ledger(m, ledger_dir, check_location)
     if merkle_root(manifest_leaves(m, field_digests(m))) != m["merkle_root"]:
         problems.append(f"merkle root {m['merkle_root']} does not recompute from the manifest's files, fields "

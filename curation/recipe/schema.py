@@ -312,6 +312,9 @@ class Recipe(Strict):
     # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
     decisions: bool = True
     tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
+    # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
+    # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
+    handoff: Literal["packed", "blend"] = "packed"
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)

@@ -75,6 +75,10 @@ class Stage(Strict):
     # sources with `reasoning:` enter this stage as written (`keep`) or through their copy without the
     # reasoning spans (`strip`: the `<source>.no_reasoning` shards, planned on that copy's own tokens)
     reasoning: Literal["keep", "strip"] = "keep"
+    # how the Megatron-LM hand-off holds the plan (`curation.mixture.megatron`): `packed` sequences that
+    # `--train-samples` draws exactly once, or a `blend` of per-source prefixes Megatron samples itself;
+    # unset: the recipe's `handoff`. It changes no plan, so the stage fingerprint leaves it out.
+    handoff: Literal["packed", "blend"] | None = None
 
     def training(self, index: int) -> dict:
         """What a trainer of this stage (the recipe's `index`-th) is told: the manifest's `training` section,
@@ -87,6 +91,9 @@ class Stage(Strict):
         lc = self.long_context
         if lc is None:
             return self
+        if self.handoff == "blend":
+            raise ValueError("a long_context stage is handed to Megatron as its packed sequences; drop "
+                             "`handoff: blend` from it (only ordinary stages can be a blend)")
         if self.mixture is not None or self.category_targets or self.budget_tokens is not None:
             raise ValueError("a long_context stage takes its sources and budget from its buckets; "
                              "drop mixture, category_targets and budget_tokens")

@@ -23,12 +23,19 @@ def mixture_sections(rows: dict) -> list[Section]:
             if m["stage"] == st["stage"]:
                 eff[modality[m["source"]]] += m["effective_tokens"]
         total = sum(eff.values()) or 1
-        modal.append([st["stage"], *[f"{eff[k]:,} ({100 * eff[k] / total:.1f}%)" for k in eff], sum(eff.values())])
+        hand = [h for h in rows.get("handoff", []) if h["stage"] == st["stage"]]
+        modal.append([st["stage"], *[f"{eff[k]:,} ({100 * eff[k] / total:.1f}%)" for k in eff], sum(eff.values()),
+                      sum(h["planned_tokens"] for h in hand), sum(h["drawn_tokens"] for h in hand),
+                      hand[0]["mode"] if hand else ""])
     if modal:
         out.append(Section(MIXTURE, "Token budget per modality and stage",
                            "Effective tokens (repetition included) by the sources' modality, with the within-stage "
-                           "share, as in Apertus 1.5 Table 3: paired captions and transcripts count with their modality.",
-                           table(["stage", "text", "image", "audio", "total"], modal)))
+                           "share, as in Apertus 1.5 Table 3: paired captions and transcripts count with their "
+                           "modality. Planned: the tokens of the stage's sampling plans (whole documents); drawn: "
+                           "the input tokens Megatron-LM draws from the stage's hand-off with its --train-samples "
+                           "(packed: every planned token once; blend: Megatron's sampling, under one sequence "
+                           "short per source).",
+                           table(["stage", "text", "image", "audio", "total", "planned", "drawn", "hand-off"], modal)))
     for st in rows.get("stages", []):
         out += _stage_sections(rows, st)
     return out
@@ -37,19 +44,27 @@ def mixture_sections(rows: dict) -> list[Section]:
 def _stage_sections(rows: dict, st: dict) -> list[Section]:
     name = st["stage"]
     mix = [m for m in rows["mixture"] if m["stage"] == name]
+    hand = {h["source"]: h for h in rows.get("handoff", []) if h["stage"] == name}
     body = []
     for m in mix:
+        h = hand.get(m["source"])
         note = m["excluded"] or (f"runs out at token {m['exhausted_at_tokens']:,}"
                                  if m["exhausted_at_tokens"] is not None else "")
+        if h is not None and not h["drawable"]:
+            note = f"not drawn by Megatron: {h['note']}"
         body.append([m["source"], m["category"], m["raw_tokens"], f"{m['epochs']:.2f}", m["effective_tokens"],
-                     f"{100 * m['share']:.2f}%", note])
+                     f"{100 * m['share']:.2f}%", h["planned_tokens"] if h else 0, h["drawn_tokens"] if h else 0, note])
     body.append([Cell("total", "total"), "", sum(m["raw_tokens"] for m in mix), "",
                  sum(m["effective_tokens"] for m in mix),
-                 "100.00%" if any(m["effective_tokens"] for m in mix) else "0.00%", ""])
+                 "100.00%" if any(m["effective_tokens"] for m in mix) else "0.00%",
+                 sum(h["planned_tokens"] for h in hand.values()), sum(h["drawn_tokens"] for h in hand.values()), ""])
+    mode = next(iter(hand.values()))["mode"] if hand else "none"
     out = [Section(MIXTURE, f"Stage {name}: mixture",
                    f"Budget {st['budget_tokens']:,} tokens at sequence length {st['seq_length']:,}. Raw = tokens in "
-                   "the shards; Ep. = epochs; Eff. = Raw × Ep.; Share = of the stage's effective tokens. Zero-epoch "
-                   "rows are kept.", table(["source", "category", "raw", "ep.", "eff.", "share", "note"], body))]
+                   "the shards; Ep. = epochs; Eff. = Raw × Ep.; Share = of the stage's effective tokens; Planned = "
+                   "the sampling plan's tokens (whole documents); Drawn = what Megatron-LM draws from the stage's "
+                   f"{mode} hand-off (ledger table `handoff`). Zero-epoch rows are kept.",
+                   table(["source", "category", "raw", "ep.", "eff.", "share", "planned", "drawn", "note"], body))]
     buckets = [b for b in rows.get("buckets", []) if b["stage"] == name]
     if buckets:
         bbody = [[f"({b['lower']:,}, {b['upper']:,}]", b["target_tokens"], b["filled_tokens"], b["topup_tokens"],

@@ -15,7 +15,6 @@ of it repeated documents already seen.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from curation.mixture.manifests import load_manifest
 from curation.mixture.sampling import read_plan
+from curation.mixture.sequences import plan_order
 from curation.shards import read_index
 
 
@@ -68,26 +68,20 @@ class ManifestData:
         base = self.path.resolve().parent
         self.manifest, self.seq_length = m, int(seq_length or m["seq_length"])
         self.names, self._tokens, self._pointers, self._lengths = [], [], [], []
-        src_of, doc_of = [], []
+        counts_of = []
         for s in m["sources"]:
             if "plan" not in s or s["effective_tokens"] == 0:
                 continue
             dtype, lengths, pointers, _ = read_index(base / f"{s['prefix']}.idx")
-            counts = read_plan(base / s["plan"]["path"])
-            i = len(self.names)
             self.names.append(s["name"])
             self._tokens.append(np.memmap(base / f"{s['prefix']}.bin", dtype=dtype, mode="r"))
             self._pointers.append(pointers // np.dtype(dtype).itemsize)
             self._lengths.append(lengths)
-            docs = np.repeat(np.arange(lengths.size, dtype=np.int64), counts)
-            src_of.append(np.full(docs.size, i, dtype=np.int64))
-            doc_of.append(docs)
+            counts_of.append(read_plan(base / s["plan"]["path"]))
         if not self.names:
             raise ValueError(f"{self.path}: no source of stage {m['stage']} has planned tokens")
-        seed = int.from_bytes(hashlib.sha256(f"order:{m['stage_fingerprint']}".encode()).digest()[:8], "little")
-        order = np.random.default_rng(seed).permutation(sum(d.size for d in doc_of))
-        self.order_source = np.concatenate(src_of)[order]
-        self.order_doc = np.concatenate(doc_of)[order]
+        # the order an ordinary stage's packed Megatron hand-off holds too (`curation.mixture.sequences`)
+        self.order_source, self.order_doc = plan_order(m["stage_fingerprint"], counts_of)
         self.blocks = [(b["name"], b["start"], b["start"] + b["size"]) for b in m["vocabulary"]["blocks"]]
         self.cursor, self.offset, self.passes = 0, 0, 0
         self.consumed = Consumed()

@@ -43,7 +43,10 @@ def test_every_stage_has_text_image_and_audio_tokens_and_verifies(demo_run):
     assert not demo_run.rows.get("mixture_flags"), demo_run.rows.get("mixture_flags")
     for stage in STAGES:      # raises VerifyError listing every problem; returns the checks passed
         passed = verify_manifest(demo_run.out / "manifests" / f"{stage}.json")
-        assert any(p.startswith("megatron hand-off: ") for p in passed), (stage, passed)
+        assert any(p.startswith("megatron hand-off (packed): ") for p in passed), (stage, passed)
+        m = json.loads((demo_run.out / "manifests" / f"{stage}.json").read_text())
+        draws = m["megatron"]["draws"]        # every planned token of every source reaches Megatron-LM
+        assert draws and all(d["drawn_tokens"] == d["planned_tokens"] > 0 for d in draws), (stage, draws)
     report = (demo_run.out / "reports" / "report.md").read_text()
     assert "Apertus 1.5 Table 3" in report
     assert f"| stage1 | {budget['stage1']['text']:,} (" in report

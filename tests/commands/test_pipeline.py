@@ -25,7 +25,7 @@ def test_demo_run_verifies_and_balances(text_run):
         "cooldown.json", "long-context-4k.json", "stage1.json"]
     manifest = out / "manifests" / "stage1.json"
     lines = verify_manifest(manifest)
-    assert len(lines) == 4 and lines[-1].startswith("megatron hand-off: 3 prefix(es)")
+    assert len(lines) == 4 and lines[-1].startswith("megatron hand-off (packed): 1 prefix(es)")
     verify_manifest(out / "manifests" / "cooldown.json")
     lc = json.loads((out / "manifests" / "long-context-4k.json").read_text())
     verify_manifest(out / "manifests" / "long-context-4k.json")
@@ -34,10 +34,9 @@ def test_demo_run_verifies_and_balances(text_run):
     m = json.loads(manifest.read_text())
     assert m["vocabulary"]["id"] == "curate-demo-v1" and m["recipe_fingerprint"] == text_run.plan.recipe.fingerprint
     assert [s["name"] for s in m["sources"]] == ["web_en", "c4_en", "web_de"]
-    # the Megatron blend: stage indices of the planned occurrences, weighted by the samples one pass yields
-    assert m["blend"][1::2] == ["../megatron/stage1/web_en", "../megatron/stage1/c4_en", "../megatron/stage1/web_de"]
-    assert m["blend"][0::2] == [(s["plan"]["tokens"] - 1) // m["seq_length"] for s in m["sources"]]
-    assert sum(m["blend"][0::2]) == m["samples"]
+    # the Megatron hand-off: the packed prefix alone, one sample per sequence of the plan's tokens
+    assert m["blend"] == ["../megatron/stage1/packed"] and m["megatron"]["mode"] == "packed"
+    assert m["samples"] == -(-sum(s["plan"]["tokens"] for s in m["sources"]) // m["seq_length"])
     cols, rows = query(out / "ledger", "SELECT source, records_in, records_out + dropped + quarantined, "
                                        "step FROM steps")
     assert rows and all(r[1] == r[2] for r in rows)
@@ -64,7 +63,7 @@ def test_demo_run_verifies_and_balances(text_run):
     assert (out / "reports" / "funnel.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_megatron_core_reads_the_shards_and_blend(text_run):
+def test_megatron_core_reads_the_shards_and_the_packed_hand_off(text_run):
     from megatron.core.datasets.blended_megatron_dataset_builder import (
         BlendedMegatronDatasetBuilder,
     )
@@ -73,32 +72,31 @@ def test_megatron_core_reads_the_shards_and_blend(text_run):
 
     manifest = text_run.out / "manifests" / "stage1.json"
     m = json.loads(manifest.read_text())
-    prefixes, weights = megatron_blend(manifest)
-    for src, prefix in zip(m["sources"], prefixes):
+    for src in m["sources"]:
         ds = IndexedDataset(str(manifest.parent / src["prefix"]))
         assert len(ds) == src["documents"]
         assert int(ds.sequence_lengths.sum()) == src["tokens"]["total"]
         assert all(ds[i][-1] == m["vocabulary"]["eod"] for i in range(len(ds)))
-        stage = IndexedDataset(prefix)                 # the hand-off: every planned occurrence, same tokens
-        assert len(stage) == src["plan"]["samples"] and int(stage.sequence_lengths.sum()) == src["plan"]["tokens"]
+    prefixes, weights = megatron_blend(manifest)
+    assert weights is None and len(prefixes) == 1                  # the packed hand-off: one prefix
+    stage = IndexedDataset(prefixes[0])
+    n = m["samples"]
+    assert len(stage) == 1 and int(stage.sequence_lengths[0]) == n * m["seq_length"] + 1
+    planned = sum(s["plan"]["tokens"] for s in m["sources"] if "plan" in s)
+    assert (n - 1) * m["seq_length"] < planned <= n * m["seq_length"]
 
     class Tokenizer:
-        vocab_size = m["vocabulary"]["padded_size"]
-        eod = m["vocabulary"]["eod"]
-        pad = m["vocabulary"]["pad"]
+        vocab_size = m["megatron"]["tokenizer"]["padded_vocab_size"]
+        eod = m["megatron"]["tokenizer"]["eod"]
+        pad = m["megatron"]["tokenizer"]["pad"]
         unique_identifiers = {"vocabulary": m["vocabulary"]["id"]}
 
     config = GPTDatasetConfig(random_seed=1234, sequence_length=m["seq_length"], blend=(prefixes, weights),
                               split="1,0,0", tokenizer=Tokenizer(), reset_position_ids=False,
-                              reset_attention_mask=False, eod_mask_loss=False, path_to_cache=None,
+                              reset_attention_mask=False, eod_mask_loss=True, path_to_cache=None,
                               mid_level_dataset_surplus=0.005)
-    n = m["samples"]  # the stage's budget in sequences
     train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [n, 0, 0], lambda: True, config).build()
-    assert n <= len(train) <= n + len(weights)  # megatron-core rounds each source's sample count up
-    n = len(train)
-    shares = Counter(int(train.dataset_index[i]) for i in range(n))
-    for i, w in enumerate(weights):  # each prefix's samples of one pass (megatron-core blends greedily)
-        assert abs(shares[i] - w * n / sum(weights)) <= 1.5
+    assert len(train) == n                                         # one epoch of the stage's sequences
     assert train[0]["tokens"].shape[0] == m["seq_length"]
 
 

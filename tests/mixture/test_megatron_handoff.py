@@ -40,8 +40,9 @@ def test_a_stage_index_lists_every_planned_occurrence_and_reads_the_sources_bin(
     docs = [[1, 2, 0], [3, 4, 5, 6, 0], [7, 0], [8, 9, 10, 0]]
     a = _source(out, "a", docs, [2, 0, 1, 3])
     b = _source(out, "b", [[11, 12, 0], [13, 0]], [1, 1])      # exactly one epoch: the source itself
-    section = write_handoff(out, out / "manifests", "s", 4, [a, b], None, VOCAB)
+    section = write_handoff(out, out / "manifests", "s", 4, [a, b], None, VOCAB, mode="blend")
     pa, pb = section["prefixes"]
+    assert section["mode"] == "blend" and not section["packed"]
     assert pb["prefix"] == "../tokenized/b/b" and pb["files"] == []
     assert pa["prefix"] == "../megatron/s/a" and (pa["documents"], pa["occurrences"]) == (3, 6)
     hand = out / "megatron" / "s" / "a"
@@ -53,6 +54,8 @@ def test_a_stage_index_lists_every_planned_occurrence_and_reads_the_sources_bin(
     assert drawn == [docs[i] for i in occurrences(np.asarray([2, 0, 1, 3]))]
     assert pa["tokens"] == 20 and pa["sequences"] == (20 - 1) // 4 and pb["sequences"] == (5 - 1) // 4
     assert section["train_samples"] == pa["sequences"] + pb["sequences"]
+    assert section["draws"] == [{"name": "a", "planned_tokens": 20, "drawn_tokens": 16},
+                                {"name": "b", "planned_tokens": 5, "drawn_tokens": 4}]
     data_args = (out / "megatron" / "s" / "data_args.txt").read_text().split()
     assert data_args == ["4", f"{out}/megatron/s/a", "1", f"{out}/tokenized/b/b"]
     per_split = json.loads((out / "megatron" / "s" / "per_split_data_args.json").read_text())
@@ -60,8 +63,44 @@ def test_a_stage_index_lists_every_planned_occurrence_and_reads_the_sources_bin(
     args = (out / "megatron" / "s" / "args.txt").read_text().split("\n")
     assert args[args.index("--vocab-size") + 1] == "127" and args[args.index("--train-samples") + 1] == "5"
     (out / "megatron" / "s" / "stale.idx").write_bytes(b"x")   # an earlier plan's prefix is removed
-    write_handoff(out, out / "manifests", "s", 4, [a, b], None, VOCAB)
+    write_handoff(out, out / "manifests", "s", 4, [a, b], None, VOCAB, mode="blend")
     assert not (out / "megatron" / "s" / "stale.idx").exists()
+
+
+def test_a_blend_lists_a_source_under_one_sequence_as_not_drawable_and_draws_it_0(tmp_path):
+    out = tmp_path / "out"
+    a = _source(out, "a", [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0]], [1])
+    small = _source(out, "small", [[11, 12, 0]], [1])               # 3 tokens < seq_length + 1 = 5
+    section = write_handoff(out, out / "manifests", "s", 4, [a, small], None, VOCAB, mode="blend")
+    assert [p["name"] for p in section["prefixes"]] == ["a"]
+    assert section["not_drawable"] == [{"name": "small", "tokens": 3, "reason": "fewer than 5 planned tokens: "
+                                        "not one sample of seq_length + 1"}]
+    assert section["draws"][1] == {"name": "small", "planned_tokens": 3, "drawn_tokens": 0}
+    packed = write_handoff(out, out / "manifests", "s", 4, [a, small], None, VOCAB, stage_fp="fp")
+    assert packed["not_drawable"] == [] and [d["drawn_tokens"] for d in packed["draws"]] == [10, 3]
+
+
+def test_an_ordinary_stage_is_packed_in_the_plans_order_into_one_document_of_p_sequences_and_a_token(tmp_path):
+    from curation.mixture.sequences import plan_order
+
+    out = tmp_path / "out"
+    docs = [[1, 2, 0], [3, 4, 5, 6, 0], [7, 0]]
+    a = _source(out, "a", docs, [2, 0, 1])
+    b = _source(out, "b", [[11, 12, 13, 0]], [1])
+    section = write_handoff(out, out / "manifests", "s", 4, [a, b], None, VOCAB, stage_fp="fp")
+    pad = tokenizer_settings(VOCAB)["pad"]
+    src, doc = plan_order("fp", [np.asarray([2, 0, 1]), np.asarray([1])])
+    stream = [t for k, d in zip(src, doc) for t in ([docs, [[11, 12, 13, 0]]][k][d])]
+    assert len(stream) == 12
+    (p,) = section["prefixes"]
+    assert (p["name"], p["sequences"], p["tokens"]) == ("packed", 3, 3 * 4 + 1)
+    _, lengths, pointers, _ = read_index(out / "megatron" / "s" / "packed.idx")
+    assert lengths.tolist() == [13] and pointers.tolist() == [0]        # one document: Megatron cannot reorder
+    assert np.fromfile(out / "megatron" / "s" / "packed.bin", dtype=np.int32).tolist() == stream + [pad]
+    assert section["train_samples"] == 3 and section["draws"] == [
+        {"name": "a", "planned_tokens": 8, "drawn_tokens": 8}, {"name": "b", "planned_tokens": 4, "drawn_tokens": 4}]
+    assert (out / "megatron" / "s" / "data_args.txt").read_text().split() == [f"{out}/megatron/s/packed"]
+    assert "--eod-mask-loss" in (out / "megatron" / "s" / "args.txt").read_text().split()
 
 
 def test_long_context_plans_are_packed_into_sequences_of_exactly_seq_length(tmp_path):
@@ -69,15 +108,36 @@ def test_long_context_plans_are_packed_into_sequences_of_exactly_seq_length(tmp_
     docs = [[1, 2, 0], [3, 4, 5, 6, 0], [7, 0], [8, 9, 10, 0]]
     a = _source(out, "a", docs, [1, 1, 0, 1])
     packing = np.asarray([[0, 1, 0], [0, 3, 1], [0, 0, 1]], dtype=np.int64)   # (source, document, sequence)
-    section = write_handoff(out, out / "manifests", "lc", 8, [a], packing, VOCAB)
+    section = write_handoff(out, out / "manifests", "lc", 8, [a], packing, VOCAB, mode="blend")
     (p,) = section["prefixes"]
     pad = tokenizer_settings(VOCAB)["pad"]
     assert pad == 127 == tokenizer_settings(VOCAB)["eod"]                  # Megatron's eod: the last padding row
-    flat = np.fromfile(out / "megatron" / "lc" / "packed.bin", dtype=np.int32).reshape(-1, 8)
-    assert flat.tolist() == [[3, 4, 5, 6, 0, pad, pad, pad], [8, 9, 10, 0, 1, 2, 0, pad]]
-    assert (p["packed_sequences"], p["document_tokens"], p["pad_tokens"], p["sequences"]) == (2, 12, 4, 1)
+    flat = np.fromfile(out / "megatron" / "lc" / "packed.bin", dtype=np.int32)
+    assert flat[:16].reshape(-1, 8).tolist() == [[3, 4, 5, 6, 0, pad, pad, pad], [8, 9, 10, 0, 1, 2, 0, pad]]
+    assert flat[16:].tolist() == [pad]                                     # the label of the last sequence
+    assert section["mode"] == "packed"                                     # long context: packed whatever is asked
+    assert (p["sequences"], p["tokens"], section["train_samples"]) == (2, 17, 2)
+    assert section["draws"] == [{"name": "a", "planned_tokens": 12, "drawn_tokens": 12}]
     assert (out / "megatron" / "lc" / "data_args.txt").read_text().split() == [f"{out}/megatron/lc/packed"]
     assert "--eod-mask-loss" in (out / "megatron" / "lc" / "args.txt").read_text().split()
+
+
+def test_a_stage_over_one_megatron_document_is_split_into_prefixes_each_ending_with_the_next_ones_first_token(
+        tmp_path):
+    from curation.mixture.megatron_packed import chunk_sizes, expected_digests, write_packed
+
+    assert chunk_sizes(13, 4, max_tokens=4 * 5 + 1) == [5, 4, 4] and chunk_sizes(0, 4) == []
+    big = chunk_sizes(10**6, 4096)                                          # 4.1e9 tokens: over int32
+    assert len(big) == 2 and sum(big) == 10**6 and max(big) * 4096 + 1 <= 2**31 - 1
+    seqs = [(np.full(4, 10 + j, dtype=np.int32), {0: 4}) for j in range(5)]
+    written, held = write_packed(tmp_path, iter(seqs), [3, 2], 4, 99)
+    assert [(w["name"], w["sequences"], w["tokens"]) for w in written] == [("packed-000", 3, 13), ("packed-001", 2, 9)]
+    assert held == {0: 20}
+    first = np.fromfile(tmp_path / "packed-000.bin", dtype=np.int32).tolist()
+    assert first == [10] * 4 + [11] * 4 + [12] * 4 + [13]                # ends with the next prefix's first token
+    assert np.fromfile(tmp_path / "packed-001.bin", dtype=np.int32).tolist() == [13] * 4 + [14] * 4 + [99]
+    want, _ = expected_digests(iter(seqs), [3, 2], 4, 99)
+    assert want["packed-000"] == (sha256_file(tmp_path / "packed-000.bin"), sha256_file(tmp_path / "packed-000.idx"))
 
 
 def test_tokenizer_settings_keep_our_padded_rows_and_an_eod_no_tokenizer_emits():
@@ -87,12 +147,9 @@ def test_tokenizer_settings_keep_our_padded_rows_and_an_eod_no_tokenizer_emits()
     assert full["eod"] == 256 and full["padded_vocab_size"] == 384
 
 
-def _megatron_draws(manifest: Path, cache: Path, per_split: bool = False):
-    """Build the stage as Megatron-LM would from the hand-off's files; returns (blended or GPT dataset,
-    prefix names, per-prefix sample counts, samples drawn per prefix as lists of (dataset, sample) ids)."""
-    from megatron.core.datasets.blended_megatron_dataset_builder import (
-        BlendedMegatronDatasetBuilder,
-    )
+def _blend_order(manifest: Path, cache: Path, per_split: bool):
+    """The blended dataset's (dataset, sample) order, from `--data-args-path` or `--per-split-data-args-path`."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.utils import get_blend_from_list
     from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
@@ -105,74 +162,144 @@ def _megatron_draws(manifest: Path, cache: Path, per_split: bool = False):
     kw = {"random_seed": 1234, "sequence_length": m["seq_length"], "tokenizer": tok, "reset_position_ids": False,
           "reset_attention_mask": False, "eod_mask_loss": False, "path_to_cache": str(cache),
           "mid_level_dataset_surplus": 0.005}
-    if per_split:                       # `--per-split-data-args-path`, as Megatron-LM reads it
+    if per_split:
         spec = json.loads((out / mg["dir"] / "per_split_data_args.json").read_text())
         kw["blend_per_split"] = [get_blend_from_list(spec[k]) for k in ("train", "valid", "test")]
-    else:                               # `--data-args-path` and `--split`
+    else:
         kw["blend"] = get_blend_from_list((out / mg["dir"] / "data_args.txt").read_text().split())
         kw["split"] = mg["split"]
     n = m["samples"]
     train = BlendedMegatronDatasetBuilder(GPTDataset, [n, 0, 0], lambda: True, GPTDatasetConfig(**kw)).build()[0]
-    if hasattr(train, "dataset_index"):
-        which = [(int(train.dataset_index[i]), int(train.dataset_sample_index[i])) for i in range(n)]
-        return m, [train.datasets[d] for d in range(len(train.datasets))], which
-    return m, [train], [(0, i) for i in range(n)]
+    return [(int(train.dataset_index[i]), int(train.dataset_sample_index[i])) for i in range(n)]
+
+
+def assert_draws_the_plan(got: dict, seq_length: int, where: str) -> None:
+    """The goal of the hand-off: per stage, drawn = planned within one sequence, no planned source at 0;
+    packed: every planned token exactly once."""
+    planned, drawn = sum(got["planned"].values()), sum(got["drawn"].values())
+    assert abs(drawn - planned) <= seq_length, (where, planned, drawn)
+    assert all(got["drawn"][s] > 0 for s, n in got["planned"].items() if n > 0), (where, got["drawn"])
+    if got["mode"] == "packed":   # every drawn position is a planned token or padding, every planned token drawn
+        assert got["drawn"] == got["planned"], (where, got)
+        assert got["pad"] == got["train_samples"] * seq_length - planned, (where, got)
 
 
 @pytest.mark.slow
-def test_megatron_core_draws_each_demo_stage_as_planned(text_run, tmp_path):
-    """For stage1, cooldown and long-context-4k: megatron-core's BlendedMegatronDatasetBuilder + GPTDataset on
-    the hand-off, asked for the stage's samples, draws every source's planned tokens within 1% (one sequence
-    for sources under 100 sequences), never more occurrences of a document than planned, and for the
-    long-context stage only selected documents, whole, one packed sequence per sample."""
+def test_megatron_core_draws_each_text_demo_stage_as_planned(text_run, tmp_path):
+    """Every stage of recipes/text.yaml: megatron-core's BlendedMegatronDatasetBuilder + GPTDataset, built from
+    args.txt and asked for its --train-samples, draws every planned token once (packed), the manifest's and
+    the ledger's `handoff` numbers are those counts; a blend of the same plan is within one sequence per
+    source, and `--per-split-data-args-path` gives the blend's order too."""
+    import shutil
+
     import torch.distributed as dist
+
+    from curation.ledger.store import read_rows
+    from tests.megatron_draws import megatron_draws
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
     try:
-        tables = {}
-        for stage in ("stage1", "cooldown", "long-context-4k"):
-            manifest = text_run.out / "manifests" / f"{stage}.json"
-            m, datasets, which = _megatron_draws(manifest, tmp_path / stage)
-            seq = m["seq_length"]
-            planned = {s["name"]: s["plan"]["tokens"] for s in m["sources"] if "plan" in s}
-            drawn = dict.fromkeys(planned, 0)
-            if m["megatron"]["packed"]:
-                packing = np.load(manifest.parent / m["long_context"]["packing"]["path"])
-                names = [s["name"] for s in m["sources"]]
-                lengths = {s["name"]: read_index(manifest.parent / f"{s['prefix']}.idx")[1] for s in m["sources"]}
-                selected = {(names[s], d) for s, d, _ in packing}
-                seen = set()
-                for _, sample in which:
-                    tokens, docs = datasets[0]._query_document_sample_shuffle_indices(sample)
-                    assert len(docs) == 2 and tokens.size == seq + 1       # one packed sequence (+ the next's first label)
-                    assert docs[0] not in seen
-                    seen.add(int(docs[0]))
-                    for s, d, _ in packing[packing[:, 2] == docs[0]]:
-                        assert (names[s], int(d)) in selected
-                        drawn[names[s]] += int(lengths[names[s]][d])
-                assert len(seen) == m["long_context"]["sequences"] - 1    # all packed sequences but Megatron's last
-            else:
-                for i, p in enumerate(m["megatron"]["prefixes"]):
-                    got = [sample for d, sample in which if d == i]
-                    drawn[p["name"]] = len(got) * seq
-                    counts = np.load(manifest.parent / next(s for s in m["sources"] if s["name"] == p["name"])["plan"]["path"])
-                    occ = occurrences(counts)
-                    used = set()
-                    for sample in got:
-                        used.update(int(x) for x in datasets[i]._query_document_sample_shuffle_indices(sample)[1])
-                    docs = np.bincount(occ[sorted(used)], minlength=counts.size)
-                    assert (docs <= counts).all()                          # never more often than planned
-                    assert len(used) >= occ.size - 1                       # every occurrence of one pass but the last
-            for name, want in planned.items():
-                tol = max(0.01 * want, seq) if want < 100 * seq else 0.01 * want
-                assert abs(drawn[name] - want) <= tol, (stage, name, drawn[name], want)
-            tables[stage] = {name: (planned[name], drawn[name]) for name in planned}
-        m, _, which = _megatron_draws(text_run.out / "manifests" / "stage1.json", tmp_path / "split", per_split=True)
-        assert [d for d, _ in which] == [d for d, _ in _megatron_draws(text_run.out / "manifests" / "stage1.json",
-                                                                      tmp_path / "again")[2]]
+        ledger = {(h["stage"], h["source"]): h for h in read_rows(text_run.out / "ledger")["handoff"]}
+        for manifest in sorted((text_run.out / "manifests").glob("*.json")):
+            m = json.loads(manifest.read_text())
+            got = megatron_draws(manifest, tmp_path / m["stage"])
+            assert got["mode"] == "packed"
+            assert_draws_the_plan(got, m["seq_length"], m["stage"])
+            for name, n in got["drawn"].items():
+                assert ledger[m["stage"], name]["drawn_tokens"] == n
+                assert ledger[m["stage"], name]["planned_tokens"] == got["planned"][name]
+        # the same plans as a blend (`handoff: blend`): Megatron's sampling, each source under one sequence short
+        out = tmp_path / "blend"
+        shutil.copytree(text_run.out, out, symlinks=True)
+        for manifest in sorted((out / "manifests").glob("*.json")):
+            m = json.loads(manifest.read_text())
+            if m["long_context"]:
+                continue
+            m["megatron"] = write_handoff(out, out / "manifests", m["stage"], m["seq_length"], m["sources"], None,
+                                          m["vocabulary"], mode="blend")
+            m["samples"] = m["megatron"]["train_samples"]
+            manifest.write_text(json.dumps(m))
+            got = megatron_draws(manifest, tmp_path / f"blend-{m['stage']}")
+            assert got["mode"] == "blend"
+            for name, n in got["drawn"].items():
+                assert got["planned"][name] - n <= m["seq_length"], (m["stage"], name)
+                assert n == next(d["drawn_tokens"] for d in m["megatron"]["draws"] if d["name"] == name)
+        stage1 = out / "manifests" / "stage1.json"
+        assert _blend_order(stage1, tmp_path / "split", True) == _blend_order(stage1, tmp_path / "again", False)
     finally:
         dist.destroy_process_group()
-    lines = ["| stage | source | planned tokens | drawn by megatron-core | difference |", "|---|---|---:|---:|---:|"]
-    for stage, rows in tables.items():
-        lines += [f"| {stage} | {n} | {p:,} | {d:,} | {100 * (d - p) / p:+.2f}% |" for n, (p, d) in rows.items()]
-    print("\n" + "\n".join(lines))
+
+
+@pytest.mark.parametrize("sequences, most", [(13, 5), (40, 7), (31, 4), (6, 2), (9, 9)])
+def test_megatron_core_draws_every_sequence_of_a_stage_split_over_prefixes_once(tmp_path, sequences, most):
+    """A stage over one Megatron document (2^31 - 1 tokens; here `most` sequences) is split into prefixes
+    weighted by their sequence counts: megatron-core's blended dataset, asked for all of them, draws each
+    sequence exactly once (each prefix's samples from its first epoch, aligned with its sequences)."""
+    import torch.distributed as dist
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
+
+    from curation.mixture.megatron_packed import chunk_sizes, write_packed
+
+    seq = 8
+    sizes = chunk_sizes(sequences, seq, max_tokens=most * seq + 1)
+    seqs = [(np.asarray([j // 100, j % 100] + [j % 7] * (seq - 2), dtype=np.int32), {0: seq}) for j in range(sequences)]
+    written, held = write_packed(tmp_path, iter(seqs), sizes, seq, 127)
+    assert held == {0: sequences * seq} and len(written) == -(-sequences // most)
+    paths = [str(tmp_path / w["name"]) for w in written]
+    blend = (paths, None) if len(paths) == 1 else (paths, [float(w["sequences"]) for w in written])
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        config = GPTDatasetConfig(random_seed=1234, sequence_length=seq, reset_position_ids=False,
+                                  reset_attention_mask=False, eod_mask_loss=True, path_to_cache=str(tmp_path / "cache"),
+                                  mid_level_dataset_surplus=0.005, blend=blend, split="100,0,0",
+                                  tokenizer=build_tokenizer(Namespace(tokenizer_type="NullTokenizer", vocab_size=127)))
+        train = BlendedMegatronDatasetBuilder(GPTDataset, [sequences, 0, 0], lambda: True, config).build()[0]
+        if hasattr(train, "dataset_index"):
+            samples = [train.datasets[int(train.dataset_index[i])]._query_document_sample_shuffle_indices(
+                int(train.dataset_sample_index[i]))[0] for i in range(sequences)]
+        else:
+            samples = [train._query_document_sample_shuffle_indices(i)[0] for i in range(sequences)]
+    finally:
+        dist.destroy_process_group()
+    drawn = sorted(tuple(s[:seq].tolist()) for s in samples)
+    assert drawn == sorted(tuple(s.tolist()) for s, _ in seqs)
+
+
+@pytest.mark.slow
+def test_a_blend_source_megatron_cannot_draw_is_a_warning_a_ledger_flag_and_a_report_note(tmp_path, capsys):
+    """`handoff: blend` with a source of fewer than seq_length + 1 planned tokens: never a silent omission.
+    The same recipe packed draws it whole."""
+    from curation.commands.run import run
+    from curation.ledger.store import read_rows
+    from curation.mixture.verify import verify_manifest
+    from tests.conftest import VOCAB, write_jsonl
+
+    big = write_jsonl(tmp_path / "big.jsonl", [{"id": f"b{i}", "text": f"Document {i} about rivers, hills and "
+                                                  f"the weather in spring, number {i}. " * 12} for i in range(12)])
+    small = write_jsonl(tmp_path / "small.jsonl", [{"id": "s0", "text": "A short note on tea."}])
+    for mode in ("blend", "packed"):
+        (tmp_path / f"{mode}.yaml").write_text(f"""name: tiny
+vocabulary: {VOCAB}
+handoff: {mode}
+stages: [{{name: s, seq_length: 256}}]
+sources:
+  - {{name: big, license: MIT, input: {{paths: [{big}], id_field: id}}}}
+  - {{name: small, license: MIT, input: {{paths: [{small}], id_field: id}}}}
+""")
+        res = run(tmp_path / f"{mode}.yaml", tmp_path / mode, progress=False)
+        err = capsys.readouterr().err
+        rows = read_rows(tmp_path / mode / "ledger")
+        hand = {h["source"]: h for h in rows["handoff"]}
+        verify_manifest(res.manifests[0])
+        assert hand["small"]["planned_tokens"] > 0 and hand["big"]["drawn_tokens"] > 0
+        if mode == "blend":
+            assert (hand["small"]["drawn_tokens"], hand["small"]["drawable"]) == (0, False)
+            assert "fewer than 257 planned tokens" in hand["small"]["note"]
+            assert [f["source"] for f in rows["mixture_flags"] if f["kind"] == "not_drawable"] == ["small"]
+            assert "warning: stage s: not_drawable: small:" in err
+            assert "not drawn by Megatron" in (tmp_path / mode / "reports" / "index.html").read_text()
+        else:
+            assert all(h["drawn_tokens"] == h["planned_tokens"] and h["drawable"] for h in hand.values())
+            assert "not_drawable" not in err

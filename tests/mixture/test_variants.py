@@ -52,7 +52,7 @@ def test_a_strip_stage_trains_on_the_copy_without_reasoning(tmp_path):
     path = write_jsonl(tmp_path / "sft.jsonl", rows)
     (tmp_path / "r.yaml").write_text(f"""name: sft
 vocabulary: {VOCAB}
-stages: [{{name: full, seq_length: 16}}, {{name: stripped, seq_length: 16, reasoning: strip}}]
+stages: [{{name: full, seq_length: 16, handoff: blend}}, {{name: stripped, seq_length: 16, reasoning: strip, handoff: blend}}]
 sources:
   - name: sft
     license: MIT

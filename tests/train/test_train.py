@@ -57,35 +57,24 @@ def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(text_run):
 
 
 @pytest.mark.slow
-def test_shares_agree_with_megatron_cores_blended_dataset(text_run):
-    """Our loader against megatron-core's BlendedMegatronDatasetBuilder on the same manifest blend."""
-    from megatron.core.datasets.blended_megatron_dataset_builder import (
-        BlendedMegatronDatasetBuilder,
-    )
-    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+def test_our_loader_reads_the_stream_megatron_core_draws_from_the_packed_hand_off(text_run):
+    """`curate train` and Megatron-LM read one stream: our loader's rows, back to back, are the stage's packed
+    prefix as megatron-core's IndexedDataset reads it (`tests/mixture/test_megatron_handoff.py` checks that
+    Megatron's samples are that prefix's sequences, each drawn once)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     from curation.mixture.manifests import megatron_blend
     from curation.train.data import ManifestData
 
-    class Tok:
-        vocab_size, eod, pad, unique_identifiers = 266752, 0, 1, {"class": "curate-demo"}
-
     manifest = text_run.out / "manifests" / "stage1.json"
-    prefixes, weights = megatron_blend(manifest)
-    # our loader shuffles whole documents, so its shares converge over the stage rather than per sample:
-    # compare over most of the stage (2000 x 256 tokens of its 600k)
-    n = 2000
-    cfg = GPTDatasetConfig(random_seed=1, sequence_length=256, blend=(prefixes, weights), split="1,0,0",
-                           tokenizer=Tok(), reset_position_ids=False, reset_attention_mask=False,
-                           eod_mask_loss=False, path_to_cache=None, mid_level_dataset_surplus=0.005)
-    blended = BlendedMegatronDatasetBuilder(GPTDataset, [n, 0, 0], lambda: True, cfg).build()[0]
-    mega = np.bincount(blended.dataset_index[:n], minlength=len(prefixes)) / n
+    (prefix,), weights = megatron_blend(manifest)
+    assert weights is None
+    stage = IndexedDataset(prefix)
+    assert len(stage) == 1                                     # one document: the stage's sequences
+    stream = np.array(stage[0])                                # a copy: the view dies with the dataset's map
     ours = ManifestData(manifest, seq_length=256)
-    for _ in range(n // 4):
-        ours.next_batch(4)
-    got = np.array([sum(v for (s, _), v in ours.consumed.tokens.items() if s == name) for name in ours.names])
-    np.testing.assert_allclose(got / got.sum(), mega, atol=0.05)
-    np.testing.assert_allclose(mega, np.asarray(weights) / sum(weights), atol=0.01)
+    rows = np.concatenate([ours.next_batch(4).tokens.reshape(-1) for _ in range(100)])   # 100 x 4 x 257 tokens
+    assert rows.size < stream.size and (rows == stream[:rows.size]).all()
 
 
 def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):

@@ -63,7 +63,7 @@ FIELDS = {
 
 def test_the_untouched_copy_verifies(out):
     for manifest in sorted((out / "manifests").glob("*.json")):
-        assert verify_manifest(manifest)[-1].startswith("megatron hand-off:")
+        assert verify_manifest(manifest)[-1].startswith("megatron hand-off (packed):")
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
@@ -79,18 +79,17 @@ def test_a_changed_field_is_named_and_refused(out, tmp_path, capsys, field):
 def test_changed_handoff_files_are_named(out, tmp_path, capsys):
     manifest = out / "manifests" / "stage1.json"
     hand = out / "megatron" / "stage1"
-    data_args = (hand / "data_args.txt").read_text()
-    weight, rest = data_args.split(" ", 1)                 # `weight prefix weight prefix ...`
-    (hand / "data_args.txt").write_text(f"{int(weight) + 1} {rest}")
+    data_args = (hand / "data_args.txt").read_text()       # the packed prefix alone
+    (hand / "data_args.txt").write_text(f"2 {data_args}")
     spec = json.loads((hand / "per_split_data_args.json").read_text())
-    spec["train"][0] = "1"
+    spec["train"] = ["1", *spec["train"]]
     (hand / "per_split_data_args.json").write_text(json.dumps(spec))
-    idx = bytearray((hand / "web_en.idx").read_bytes())
-    idx[40] ^= 1                                           # one sequence length, same file size
-    (hand / "web_en.idx").write_bytes(bytes(idx))
+    idx = bytearray((hand / "packed.idx").read_bytes())
+    idx[34] ^= 1                                           # the packed document's length, same file size
+    (hand / "packed.idx").write_bytes(bytes(idx))
     _refused(manifest, tmp_path, capsys, r"data_args.txt differs from the stage's blend",
              r"per_split_data_args.json differs from the stage's blend",
-             r"megatron prefix web_en: .*web_en.idx is not the index of the stage's plan")
+             r"megatron prefix packed: .*packed.idx does not hold the packed sequences of the plan")
 
 
 def test_a_changed_packed_sequence_and_plan_are_named(out, tmp_path, capsys):
@@ -106,7 +105,8 @@ def test_a_changed_packed_sequence_and_plan_are_named(out, tmp_path, capsys):
     counts[0] += 1
     np.save(plan, counts)
     _refused(stage1, tmp_path, capsys, r"web_de: sampling plan .* is missing or changed",
-             r"megatron prefix web_de: .* is not the index of the stage's plan")
+             r"megatron: cannot rebuild the stage's packed sequences \(the stage has more sequences than the \d+ "
+             r"its plan gives")
 
 
 def test_a_row_updated_in_the_duckdb_file_alone_is_caught(out, tmp_path, capsys):

@@ -1,0 +1,113 @@
+"""A stage's plan as training sequences of `seq_length` tokens: the one order both trainers read.
+
+Format-agnostic: this module says *which tokens, in which order*; a hand-off writer
+(`curation.mixture.megatron_packed` for Megatron-LM) only says how they are laid out on disk, so a second
+trainer format is one more writer over the same sequences.
+
+- An ordinary stage: every planned (source, document) occurrence (a document planned 3 times occurs 3
+  times) in one order, shuffled with a seed from the stage fingerprint (`plan_order`; `curate train`
+  reads the same order), the documents back to back, cut into sequences of `seq_length` tokens (a
+  document may continue in the next sequence), the last one padded.
+- A long-context stage: the best-fit-decreasing bins of its packing (`curation.mixture.longcontext`),
+  each bin's documents back to back, then padding: a document is never split.
+
+Each sequence comes with the tokens it holds per source (index into the stage's sources), so what a
+trainer draws can be counted per source.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from curation.mixture.sampling import read_plan
+from curation.shards.indexed import read_index
+
+
+def plan_order(stage_fingerprint: str, counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(position in `counts`, document index) of every planned occurrence, in the stage's seeded order."""
+    src = [np.full(int(c.sum()), i, dtype=np.int64) for i, c in enumerate(counts)]
+    doc = [np.repeat(np.arange(c.size, dtype=np.int64), np.asarray(c, dtype=np.int64)) for c in counts]
+    n = sum(d.size for d in doc)
+    seed = int.from_bytes(hashlib.sha256(f"order:{stage_fingerprint}".encode()).digest()[:8], "little")
+    order = np.random.default_rng(seed).permutation(n)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(src)[order], np.concatenate(doc)[order]
+
+
+class _Shards:
+    """Memory-mapped tokens, per-document starts and lengths of the stage's sources, opened on first use."""
+
+    def __init__(self, mdir: Path, sources: list[dict]):
+        self.mdir, self.sources, self._open = mdir, sources, {}
+
+    def __call__(self, i: int):
+        if i not in self._open:
+            prefix = self.mdir / self.sources[i]["prefix"]
+            dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
+            tokens = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r") if lengths.size and lengths.sum() else None
+            self._open[i] = (tokens, lengths, pointers // np.dtype(dtype).itemsize)
+        return self._open[i]
+
+
+def planned(sources: list[dict]) -> list[int]:
+    """Indices of the sources a stage draws from (a plan with tokens)."""
+    return [i for i, s in enumerate(sources) if "plan" in s and s["effective_tokens"] > 0]
+
+
+def stream_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_length: int,
+                     pad: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The ordinary stage's sequences: (tokens of `seq_length`, planned tokens per source index in it)."""
+    which = planned(sources)
+    counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
+    order_src, order_doc = plan_order(stage_fingerprint, counts)
+    shards = _Shards(mdir, sources)
+    seq = np.full(seq_length, pad, dtype=np.int32)
+    at, held = 0, {}
+    for k, d in zip(order_src.tolist(), order_doc.tolist()):
+        i = which[k]
+        tokens, lengths, starts = shards(i)
+        start, n = int(starts[d]), int(lengths[d])
+        while n:
+            take = min(n, seq_length - at)
+            seq[at:at + take] = tokens[start:start + take]
+            held[i] = held.get(i, 0) + take
+            at, start, n = at + take, start + take, n - take
+            if at == seq_length:
+                yield seq, held
+                seq, at, held = np.full(seq_length, pad, dtype=np.int32), 0, {}
+    if at:
+        yield seq, held
+
+
+def bin_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,
+                  pad: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The long-context stage's sequences: each packed bin's documents in packing order, then `pad`."""
+    shards = _Shards(mdir, sources)
+    order = np.lexsort((np.arange(len(packing)), packing[:, 2])) if packing.size else []
+    rows = packing[order]
+    bounds = np.searchsorted(rows[:, 2], np.arange(int(rows[:, 2].max()) + 2)) if len(rows) else [0]
+    for b in range(len(bounds) - 1):
+        seq = np.full(seq_length, pad, dtype=np.int32)
+        at, held = 0, {}
+        for src, doc, _ in rows[bounds[b]:bounds[b + 1]]:
+            tokens, lengths, starts = shards(int(src))
+            n = int(lengths[doc])
+            if at + n > seq_length:
+                raise ValueError(f"packed sequence {b} overflows {seq_length} tokens: the packing does not "
+                                 f"match the shards of {sources[int(src)]['name']}; re-run `curate run`")
+            seq[at:at + n] = tokens[int(starts[doc]):int(starts[doc]) + n]
+            held[int(src)] = held.get(int(src), 0) + n
+            at += n
+        yield seq, held
+
+
+def stage_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_length: int, pad: int,
+                    packing: np.ndarray | None) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The stage's sequences, whichever kind of stage it is."""
+    if packing is not None:
+        return bin_sequences(mdir, sources, packing, seq_length, pad)
+    return stream_sequences(mdir, sources, stage_fingerprint, seq_length, pad)
