@@ -348,6 +348,7 @@ needs_real = pytest.mark.skipif(not BLOCKLISTS.is_dir(), reason=f"{BLOCKLISTS} i
 
 
 @needs_real
+@pytest.mark.shared_data
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_feeds_are_read_whole_and_what_they_list_is_blocked(name):
     feed = read_feed(name, (BLOCKLISTS / name).read_bytes())
@@ -368,6 +369,7 @@ def test_real_feeds_are_read_whole_and_what_they_list_is_blocked(name):
 
 
 @needs_real
+@pytest.mark.shared_data
 def test_one_list_in_every_syntax_blocks_the_same():
     """urlhaus-filter publishes one list in several syntaxes: each reading must find the same entries."""
     read = {n: read_feed(n, (BLOCKLISTS / n).read_bytes()).entries for n in REAL if n.startswith("urlhaus/")}

@@ -219,6 +219,7 @@ def test_clusters_smallest_key_and_order_independent():
 # ---------------------------------------------------------------------------------- real clips
 
 @real_clips
+@pytest.mark.shared_data
 def test_real_clips_copies_match_and_distinct_do_not():
     import soundfile as sf
     names = ["speech_ljspeech/LJ001-0002.flac", "speech_ljspeech/LJ001-0008.flac",   # same reader
@@ -249,6 +250,7 @@ def test_real_clips_copies_match_and_distinct_do_not():
 
 
 @real_clips
+@pytest.mark.shared_data
 def test_real_clips_exact_hash():
     name = "speech_ljspeech/LJ001-0002.flac"
     a, b = D.load(AUDIO / name), D.load(AUDIO / name)

@@ -115,6 +115,7 @@ def test_adversarial_documents_every_setting(language):
     assert "ZeroDivisionError" in seen and "True" in seen and len(seen) > 10
 
 
+@pytest.mark.shared_data
 def test_benchmark_sample_every_setting():
     texts = [t for name in BENCH for t in corpus(name)[::40]]
     seen = assert_filters_agree(texts, "eng")
@@ -152,6 +153,7 @@ def run_chain(texts: list[str], language: str, steps) -> list:
     return out
 
 
+@pytest.mark.shared_data
 @pytest.mark.slow
 @pytest.mark.parametrize("name,language", CORPORA)
 def test_every_corpus_document_through_the_chain(name, language):
