@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions import demo_run, ray_local, text_run, two_node_cluster, wheel  # noqa: F401
+from tests.sessions import audio_run, demo_run, ray_local, text_run, two_node_cluster, wheel  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT_DEMO = REPO / "recipes" / "text.yaml"

@@ -42,6 +42,28 @@ def demo_run(tmp_path_factory):
     return run(REPO / "recipes" / "demo.yaml", tmp_path_factory.mktemp("demo"), progress=False)
 
 
+@pytest.fixture(scope="session")
+def audio_run(tmp_path_factory):
+    """recipes/audio.yaml run once with the local executor; tests must not modify its output (copy it
+    with `private_copy`)."""
+    from curation.commands.run import run
+    return run(REPO / "recipes" / "audio.yaml", tmp_path_factory.mktemp("audio"), progress=False)
+
+
+def private_copy(out: Path, dest: Path, *, handoff: bool = False) -> Path:
+    """A copy of a shared run's output folder to modify (resume, train: training writes consumed tokens
+    into the ledger). `handoff`: only what a trainer reads (no raw/, work/, processed/), with every
+    stage's hand-off files relocated to the copy."""
+    if not handoff:
+        shutil.copytree(out, dest, symlinks=True)
+        return dest
+    from curation.mixture.megatron import relocate_handoff
+    shutil.copytree(out, dest, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
+    for manifest in (dest / "manifests").glob("*.json"):
+        relocate_handoff(manifest)
+    return dest
+
+
 @pytest.fixture
 def ray_local():
     """The embedded loopback Ray, started once and shared by the tests that need Ray (a `RayExecutor`

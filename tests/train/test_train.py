@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.sessions import private_copy
 
 TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8, mamba_head_dim=16,
             mamba_chunk_size=32, expert_hidden=32, n_experts=4, top_k=2, mlp_hidden=64)
@@ -156,10 +158,9 @@ def test_targets_follow_the_stage_rules():
 
 
 @pytest.mark.slow
-def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
-    from curation.commands.run import run
-    res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", progress=False)
-    t = _trainer(res.manifests[0], tmp_path / "t", steps=2)
+def test_trains_on_audio_shards_with_a_head_over_the_codes_used(audio_run, tmp_path):
+    out = private_copy(audio_run.out, tmp_path / "audio", handoff=True)   # training writes into the ledger
+    t = _trainer(out / "manifests" / Path(audio_run.manifests[0]).name, tmp_path / "t", steps=2)
     assert t.manifest["training"]["targets"] == "all"
     n_text = t.manifest["vocabulary"]["text_ids"]
     assert len(t.head_ids) > n_text + 200                  # text, markers and the audio codes in use
