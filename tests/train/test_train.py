@@ -34,6 +34,7 @@ def _trainer(manifest, out, steps=6, **kw):
     return Trainer(manifest, out, cfg, ModelConfig.tiny(**TINY), **kw)
 
 
+@pytest.mark.slow
 def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(text_run):
     from curation.train.data import ManifestData
     data = ManifestData(text_run.out / "manifests" / "stage1.json", seq_length=256)
@@ -90,6 +91,7 @@ def test_shares_agree_with_megatron_cores_blended_dataset(text_run):
     np.testing.assert_allclose(mega, np.asarray(weights) / sum(weights), atol=0.01)
 
 
+@pytest.mark.slow   # the text demo run end to end (`text_run`)
 def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
     from curation.errors import VerifyError
     shard = demo_copy / "tokenized" / "web_en" / "web_en.bin"
@@ -100,6 +102,7 @@ def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
         _trainer(demo_copy / "manifests" / "stage1.json", tmp_path / "t")
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_copy, tmp_path):
     from curation.ledger import query
     from curation.mixture.manifests import verify_manifest

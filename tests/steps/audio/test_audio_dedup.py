@@ -96,6 +96,7 @@ def test_exact_duplicates_link_to_smallest_key():
 
 # ------------------------------------------------------------------------------------ fingerprint
 
+@pytest.mark.slow
 def test_fingerprint_shape_silence_and_determinism():
     x = synth(6, 2.0)
     fp = D.fingerprint(x)
@@ -190,6 +191,7 @@ def _collection():
     return items, truth
 
 
+@pytest.mark.slow
 def test_near_duplicates_index_equals_all_pairs_and_truth():
     items, truth = _collection()
     found = D.near_duplicates(items)

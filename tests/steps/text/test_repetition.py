@@ -52,6 +52,7 @@ def test_ties_go_to_the_first_seen_ngram():
         == find_top_duplicate(get_n_grams(words, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_adversarial_and_benchmark_documents():
     splitter = WordSplitter.for_language("eng")

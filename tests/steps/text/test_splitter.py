@@ -32,6 +32,7 @@ def assert_same(splitter: WordSplitter, ref: SpaCyTokenizer, text: str) -> int:
     return len(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["eng", "deu", "fra", "nld", "ara"])
 def test_adversarial_strings(language):
     splitter, ref = WordSplitter.for_language(language), reference(language)
@@ -108,6 +109,7 @@ def assert_chunks_like_spacy(splitter: WordSplitter, ref: SpaCyTokenizer, chunks
     return kept
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_chunks_decided_without_spacy_are_spacy_tokens():
     splitter, ref = WordSplitter.for_language("eng"), reference("eng")

@@ -139,6 +139,7 @@ def test_oversized_payload_is_quarantined_with_its_size(tmp_path):
     assert "over max_record_bytes = 65,536" in sink.entries[0]["detail"] and sink.entries[0]["raw"].startswith("<!DOCTYPE")
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_member_is_refused_and_later_members_read(tmp_path):
     buf = io.BytesIO()
     w = WARCWriter(buf, gzip=True)
