@@ -130,6 +130,7 @@ def test_revisions_say_where_they_come_from():
     assert revision_cell({"revision": None, "fetched_sha256": "e" * 64}, []).value == f"fetched sha256 `{'e' * 12}`"
 
 
+@pytest.mark.slow
 def test_decisions_that_admit_unknown_licences_are_red(rendered):
     html = (rendered / "index.html").read_text()
     cells = re.findall(r"<td class='([^']*)'>([^<]*UNKNOWN LICENCES ADMITTED[^<]*)</td>", html)
