@@ -1,4 +1,5 @@
-"""Shared fixtures: Ray on loopback with its own temp dir, demo runs shared across tests, small recipes."""
+"""Shared fixtures: Ray on loopback with its own temp dir, small recipes; the expensive shared runs,
+Ray clusters and the wheel are in tests/sessions.py (imported here so every test can take them)."""
 from __future__ import annotations
 
 import gzip
@@ -9,6 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.sessions import audio_run, demo_run, ray_local, text_run, two_node_cluster, wheel  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT_DEMO = REPO / "recipes" / "text.yaml"
@@ -28,26 +31,6 @@ def pytest_sessionfinish(session, exitstatus):
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():  # the shared Ray of `ray_local`
         sys.modules["ray"].shutdown()
     shutil.rmtree(_RAY_TMP, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def text_run(tmp_path_factory):
-    """The text demo (recipes/text.yaml) run once with the local executor (the determinism reference);
-    tests must not modify its output."""
-    from curation.commands.run import run
-    out = tmp_path_factory.mktemp("text")
-    return run(TEXT_DEMO, out, progress=False)
-
-
-@pytest.fixture
-def ray_local():
-    """The embedded loopback Ray, started once and shared by the tests that need Ray (a `RayExecutor`
-    joins a running Ray instead of starting its own); the cluster tests stop it and start their own."""
-    import ray
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
-                 log_to_driver=False, configure_logging=True)
-    yield
 
 
 def write_jsonl(path: Path, rows: list, gz: bool = False) -> Path:

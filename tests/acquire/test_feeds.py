@@ -347,7 +347,9 @@ REAL = {  # file: (detected format, networks, hosts, URL prefixes) as measured o
 needs_real = pytest.mark.skipif(not BLOCKLISTS.is_dir(), reason=f"{BLOCKLISTS} is absent (real feed snapshots)")
 
 
+@pytest.mark.slow
 @needs_real
+@pytest.mark.shared_data
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_feeds_are_read_whole_and_what_they_list_is_blocked(name):
     feed = read_feed(name, (BLOCKLISTS / name).read_bytes())
@@ -367,7 +369,9 @@ def test_real_feeds_are_read_whole_and_what_they_list_is_blocked(name):
         assert guard.check(url).reason in ("url_blocked", "ip_blocked"), rule
 
 
+@pytest.mark.slow
 @needs_real
+@pytest.mark.shared_data
 def test_one_list_in_every_syntax_blocks_the_same():
     """urlhaus-filter publishes one list in several syntaxes: each reading must find the same entries."""
     read = {n: read_feed(n, (BLOCKLISTS / n).read_bytes()).entries for n in REAL if n.startswith("urlhaus/")}

@@ -13,6 +13,7 @@ from curation.errors import RecipeError
 from curation.steps.text.quality import FastTextScorer, card_path
 
 
+@pytest.mark.slow
 def test_training_twice_gives_identical_model_bytes_card_and_predictions(quality_spec, tmp_path):
     a = train_classifier(quality_spec, tmp_path / "a")
     b = train_classifier(quality_spec, tmp_path / "b")
@@ -22,6 +23,7 @@ def test_training_twice_gives_identical_model_bytes_card_and_predictions(quality
     assert FastTextScorer(a.model, "hq").score(texts) == FastTextScorer(b.model, "hq").score(texts)
 
 
+@pytest.mark.slow
 def test_card_records_pools_counts_proxy_band_hyperparameters_and_metrics(quality_spec, tmp_path):
     t = train_classifier(quality_spec, tmp_path / "m")
     c = json.loads(card_path(t.model).read_text())
@@ -59,6 +61,7 @@ def test_card_records_pools_counts_proxy_band_hyperparameters_and_metrics(qualit
     assert labels == {"__label__hq", "__label__lq"}
 
 
+@pytest.mark.slow
 def test_toxicity_from_labelled_jsonl(toxicity_spec, tmp_path):
     t = train_classifier(toxicity_spec, tmp_path / "m")
     c = t.card
@@ -100,6 +103,7 @@ def test_labels_missing_from_training_data_are_an_error(tmp_path):
         train_classifier(spec, tmp_path / "o")
 
 
+@pytest.mark.slow
 def test_training_file_lines_hold_no_label_tokens_from_text(tmp_path):
     rows = [{"text": f"__label__evil word{i} {'good kind helpful' if i % 2 else 'bad rude nasty'} text number {i}",
              "label": i % 2, "language": "en"} for i in range(80)]

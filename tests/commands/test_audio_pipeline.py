@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.killing import killed_worker, tokenize_shard
+from tests.sessions import private_copy
 
 RECIPE = REPO / "recipes" / "audio.yaml"
 CODEC = "curation.steps.audio.codec:WavTokenizerEncoder"
@@ -45,14 +46,14 @@ def _segments(tokens: list[int], vocab) -> list[tuple[str, int]]:
 
 
 @pytest.mark.slow
-def test_audio_recipe_end_to_end(tmp_path, ray_local):
+def test_audio_recipe_end_to_end(audio_run, tmp_path, ray_local):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     from curation.commands.run import run
     from curation.core.vocab import Vocabulary
     from curation.shards import read_index, read_tokens
 
-    a = run(RECIPE, tmp_path / "w1", progress=False)
+    a = audio_run                                                 # the local run, once per session
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
     assert reasons == {("speech", "silent"): 1, ("speech", "transcript_mismatch"): 1,
                        ("speech", "undecodable_audio"): 1, ("unpaired", "audio_near_duplicate"): 1}
@@ -65,7 +66,7 @@ def test_audio_recipe_end_to_end(tmp_path, ray_local):
     assert audio["speech"]["audio_codes"] == pytest.approx(40 * 3600 * audio["speech"]["hours"] - 8 * 5, abs=8)
 
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    prefix = tmp_path / "w1" / "tokenized" / "speech" / "speech"
+    prefix = a.out / "tokenized" / "speech" / "speech"
     _, lengths, _, _ = read_index(prefix.with_suffix(".idx"))
     tokens = read_tokens(prefix).tolist()
     starts = np.concatenate([[0], np.cumsum(lengths)])
@@ -89,17 +90,16 @@ def test_audio_recipe_end_to_end(tmp_path, ray_local):
     b = run(RECIPE, tmp_path / "w2", workers=2, progress=False, executor="ray")  # Ray = the local executor
     for source in ("speech", "unpaired"):
         for ext in ("bin", "idx"):
-            assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
+            assert (a.out / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
                 (tmp_path / "w2" / "tokenized" / source / f"{source}.{ext}").read_bytes()
     assert [dict(r, run=None) for r in b.rows["audio"]] == [dict(r, run=None) for r in a.rows["audio"]]
 
 
 @pytest.mark.slow
-def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
+def test_killed_audio_worker_resumes_from_its_saved_batches(audio_run, tmp_path):
     from curation.commands.run import run
-    run(RECIPE, tmp_path / "a", progress=False)
-    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
-    b = tmp_path / "b"
+    a = audio_run.out                                             # the complete run, shared: resume a copy
+    b = private_copy(a, tmp_path / "b")
     for marker in [*(b / "work" / "markers" / "tokenize" / "speech").glob("*.json"),
                    b / "work" / "markers" / "merge" / "speech.json"]:
         marker.unlink()
@@ -107,13 +107,13 @@ def test_killed_audio_worker_resumes_from_its_saved_batches(tmp_path):
     assert killed_worker(RECIPE, b, "speech", CODEC, 3) == -signal.SIGKILL
     saved = sorted((b / "tokenized" / "speech" / "parts").glob("*.codes/*.npz"))
     assert len(saved) == 2                                            # batches 1 and 2 were checkpointed
-    [marker] = [json.loads(p.read_text()) for p in (tmp_path / "a" / "work" / "markers" / "tokenize" / "speech").glob("*.json")]
+    [marker] = [json.loads(p.read_text()) for p in (a / "work" / "markers" / "tokenize" / "speech").glob("*.json")]
     batches = marker["stats"][-1]["notes"]["batches"]
     assert batches >= 3 and tokenize_shard(RECIPE, b, "speech", CODEC) == batches - 2   # only the rest re-encoded
     assert not list((b / "tokenized" / "speech" / "parts").glob("*.codes"))  # checkpoints gone once complete
     run(RECIPE, b, progress=False)
     for ext in ("bin", "idx"):
-        assert (tmp_path / "a" / "tokenized" / "speech" / f"speech.{ext}").read_bytes() == \
+        assert (a / "tokenized" / "speech" / f"speech.{ext}").read_bytes() == \
             (b / "tokenized" / "speech" / f"speech.{ext}").read_bytes()
 
 
@@ -170,19 +170,17 @@ sources:
 
 
 @pytest.mark.slow
-def test_long_sequences_go_to_the_long_context_pool_shards(tmp_path):
+def test_long_sequences_go_to_the_long_context_pool_shards(audio_run, tmp_path):
     """Sequences longer than the stage-2 limit are written to `<source>.long_context`, the rest stay."""
     import pyarrow.parquet as pq
 
-    from curation.commands.run import run
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
     from curation.shards import IndexedWriter, read_index
     from curation.steps.audio.codec import WavTokenizerEncoder
     from curation.steps.audio.tokenize import AudioTokenizer
     from curation.steps.codecs import load_codec
-    run(RECIPE, tmp_path / "w", progress=False)
-    [table] = (tmp_path / "w" / "processed" / "speech").glob("*.parquet")
+    [table] = (audio_run.out / "processed" / "speech").glob("*.parquet")   # read only
     rows = pq.read_table(table, columns=["id", "text", "meta"]).to_pylist()
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
     tok = AudioTokenizer(vocab, load_codec(str(REPO / "tokenizers" / "curate-demo-wavtokenizer.yaml"), WavTokenizerEncoder),

@@ -6,6 +6,7 @@ import hashlib
 import re
 
 import numpy as np
+import pytest
 import torch
 import yaml
 
@@ -47,6 +48,7 @@ def test_probes_are_fixed():
     assert 0.2 < np.abs(clip).max() < 0.5 and np.array_equal(clip * 2 ** 18, np.round(clip * 2 ** 18))
 
 
+@pytest.mark.slow
 def test_image_folder_prints_counts_and_the_hash_of_the_probe_codes(tmp_path, capsys):
     model = IBQEncoder.seeded(yaml.safe_load(IBQ.read_text()), seed=3)
     folder = write_ibq(tmp_path / "Emu3.5-VisionTokenizer", model, weights="model.safetensors",
@@ -64,6 +66,7 @@ def test_image_folder_prints_counts_and_the_hash_of_the_probe_codes(tmp_path, ca
     assert _fields(capsys.readouterr().out)["codes sha256"] != f["codes sha256"]
 
 
+@pytest.mark.slow
 def test_audio_folder_hash_matches_the_seeded_codec_it_was_saved_from(tmp_path, capsys):
     model = WavTokenizerEncoder.seeded(yaml.safe_load(WAV.read_text()), seed=0)
     folder = write_wavtokenizer(tmp_path / "wt", model, name="wavtokenizer_large_unify_600_24k.ckpt")
@@ -78,6 +81,7 @@ def test_audio_folder_hash_matches_the_seeded_codec_it_was_saved_from(tmp_path, 
     assert from_yaml["weights"].startswith("seeded random")
 
 
+@pytest.mark.slow
 def test_bad_folders_exit_1_naming_the_tensor(tmp_path, capsys):
     model = IBQEncoder.seeded(yaml.safe_load(IBQ.read_text()), seed=0)
     state = ibq_state(model)

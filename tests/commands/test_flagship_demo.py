@@ -1,5 +1,6 @@
-"""The multimodal demo (recipes/demo.yaml): every stage verifies, Table 3 has vision and audio budgets in
-every stage, the committed manifests are what it writes, and the reference trainer runs on stages 1 and 2."""
+"""The multimodal demo (recipes/demo.yaml, run once per session: `demo_run` in tests/sessions.py): every
+stage verifies, Table 3 has vision and audio budgets in every stage, the committed manifests are what it
+writes, and the reference trainer runs on stages 1 and 2."""
 from __future__ import annotations
 
 import json
@@ -9,16 +10,9 @@ import pytest
 
 from tests.conftest import REPO
 
-DEMO = REPO / "recipes" / "demo.yaml"
 STAGES = ("stage1", "stage2", "cooldown", "long-context-4k")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    from curation.commands.run import run
-    return run(DEMO, tmp_path_factory.mktemp("demo"), progress=False)
 
 
 def _budget_per_modality(rows: dict) -> dict[str, dict[str, int]]:

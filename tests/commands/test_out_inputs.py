@@ -40,6 +40,7 @@ def test_symlinks_are_resolved_before_comparing(site, capsys):
     assert not (tmp / "site" / "part1" / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_sibling_folder_is_fine(site):
     tmp, recipe = site
     assert main(["run", str(recipe), "--out", str(tmp / "out"), "--executor", "local", "-q"]) == 0

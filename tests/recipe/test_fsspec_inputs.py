@@ -49,6 +49,7 @@ def test_a_url_glob_lists_remote_files_without_reading_them(memfs, tmp_path):
         load_plan(_recipe(tmp_path, "nosuchproto://bucket/x.jsonl"))
 
 
+@pytest.mark.slow
 def test_remote_inputs_are_read_in_place_and_give_the_bytes_of_local_copies(memfs, tmp_path):
     remote = run(_recipe(tmp_path, "memory://bucket/web/part-*"), tmp_path / "remote", progress=False)
     local_dir = tmp_path / "copy"

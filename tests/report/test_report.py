@@ -23,6 +23,7 @@ def rendered(tmp_path_factory):
     return out / "reports"
 
 
+@pytest.mark.slow
 def test_sections_contents_and_run_facts(rendered):
     md = (rendered / "report.md").read_text()
     for heading in ("## Contents", "## Figures", "## Mixture", "## Compliance", "## Records and tokens",
@@ -42,6 +43,7 @@ def test_sections_contents_and_run_facts(rendered):
     assert "licences-and-provenance" in md_links and "stage-phase1-mixture" in md_links
 
 
+@pytest.mark.slow
 def test_same_ledger_same_bytes(rendered, tmp_path):
     write_report(soofi_like(), tmp_path)
     again = {p.name: p.read_bytes() for p in sorted((tmp_path / "reports").iterdir())}
@@ -50,6 +52,7 @@ def test_same_ledger_same_bytes(rendered, tmp_path):
     assert again == first
 
 
+@pytest.mark.slow
 def test_the_run_date_comes_from_the_ledger(tmp_path):
     rows = soofi_like()
     rows["runs"][0]["started_at"], rows["runs"][0]["finished_at"] = "2031-01-02T23:59:00Z", "2031-01-03T00:01:05Z"
@@ -78,6 +81,7 @@ def _pixels(png, colour: str) -> int:
     return sum(n for n, c in Image.open(png).convert("RGB").getcolors(1 << 24) if c == rgb)
 
 
+@pytest.mark.slow
 def test_every_plot_draws_a_source_in_its_colour(tmp_path):
     rows = soofi_like(n_sources=6)
     write_report(rows, tmp_path)
@@ -126,6 +130,7 @@ def test_revisions_say_where_they_come_from():
     assert revision_cell({"revision": None, "fetched_sha256": "e" * 64}, []).value == f"fetched sha256 `{'e' * 12}`"
 
 
+@pytest.mark.slow
 def test_decisions_that_admit_unknown_licences_are_red(rendered):
     html = (rendered / "index.html").read_text()
     cells = re.findall(r"<td class='([^']*)'>((?:[^<]|<wbr>)*UNKNOWN LICENCES ADMITTED(?:[^<]|<wbr>)*)</td>", html)
@@ -134,6 +139,7 @@ def test_decisions_that_admit_unknown_licences_are_red(rendered):
     assert "td.warn{color:#b00020" in html
 
 
+@pytest.mark.slow
 def test_a_ledger_from_before_the_renames_still_renders(tmp_path):
     rows = soofi_like(n_sources=3)
     for s in rows["sources"]:

@@ -8,24 +8,6 @@ from tests.outputs import _files, _ledger_rows
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def two_node_cluster():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():  # the shared local Ray of other tests: a run must join this cluster instead
-        ray.shutdown()
-
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False})
-    cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-    cluster.wait_for_nodes()
-    try:
-        yield cluster
-    finally:
-        cluster.shutdown()
-
-
 def test_cluster_run_matches_embedded_run(two_node_cluster, text_run, tmp_path):
     import ray
 

@@ -157,25 +157,11 @@ def test_code_digest_ignores_the_wheels_data_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_code_digest_of_a_built_wheel_equals_the_checkouts(tmp_path):
-    """The real wheel (setup.py's build step), built from a copy of the tree so the checkout stays clean."""
-    import shutil
-    import subprocess
-    import sys
+def test_code_digest_of_a_built_wheel_equals_the_checkouts(wheel, tmp_path):
+    """The real wheel (setup.py's build step, built once from a copy of the tree: `wheel` in
+    tests/sessions.py, which test_wheel.py installs too)."""
     import zipfile
 
-    from tests.conftest import REPO
-    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools in this environment")
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
-        shutil.copy(REPO / name, src)
-    for name in ("curation", "recipes", "tokenizers"):
-        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                        "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    [wheel] = (tmp_path / "dist").glob("*.whl")
     zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
     installed = tmp_path / "installed" / "curation"
     assert list((installed / "data" / "recipes").rglob("*.py"))

@@ -26,6 +26,7 @@ def test_byte_layout_of_index(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_megatron_core_reads_written_and_merged_shards(tmp_path):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 

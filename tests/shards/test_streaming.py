@@ -40,6 +40,7 @@ def _mixed_docs(rng, n):
     return docs
 
 
+@pytest.mark.slow
 def test_counting_in_blocks_equals_counting_at_once(tmp_path):
     docs = _mixed_docs(np.random.default_rng(0), 500)
     _shard(tmp_path / "s", docs)

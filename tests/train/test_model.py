@@ -170,6 +170,7 @@ def test_output_vocab_restricts_the_head():
         small(pattern="MXE")
 
 
+@pytest.mark.slow
 def test_overfits_a_repeated_sequence():
     torch.manual_seed(0)
     model = HybridLM(small())

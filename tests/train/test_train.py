@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.sessions import private_copy
 
 TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8, mamba_head_dim=16,
             mamba_chunk_size=32, expert_hidden=32, n_experts=4, top_k=2, mlp_hidden=64)
@@ -32,6 +34,7 @@ def _trainer(manifest, out, steps=6, **kw):
     return Trainer(manifest, out, cfg, ModelConfig.tiny(**TINY), **kw)
 
 
+@pytest.mark.slow
 def test_realised_shares_follow_the_plan_and_a_full_pass_is_exact(text_run):
     from curation.train.data import ManifestData
     data = ManifestData(text_run.out / "manifests" / "stage1.json", seq_length=256)
@@ -77,6 +80,7 @@ def test_our_loader_reads_the_stream_megatron_core_draws_from_the_packed_hand_of
     assert rows.size < stream.size and (rows == stream[:rows.size]).all()
 
 
+@pytest.mark.slow   # the text demo run end to end (`text_run`)
 def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
     from curation.errors import VerifyError
     shard = demo_copy / "tokenized" / "web_en" / "web_en.bin"
@@ -87,6 +91,7 @@ def test_train_refuses_a_tampered_manifest(demo_copy, tmp_path):
         _trainer(demo_copy / "manifests" / "stage1.json", tmp_path / "t")
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_run_and_consumed_reconciles(demo_copy, tmp_path):
     from curation.ledger import query
     from curation.mixture.manifests import verify_manifest
@@ -145,10 +150,9 @@ def test_targets_follow_the_stage_rules():
 
 
 @pytest.mark.slow
-def test_trains_on_audio_shards_with_a_head_over_the_codes_used(tmp_path):
-    from curation.commands.run import run
-    res = run(REPO / "recipes" / "audio.yaml", tmp_path / "audio", progress=False)
-    t = _trainer(res.manifests[0], tmp_path / "t", steps=2)
+def test_trains_on_audio_shards_with_a_head_over_the_codes_used(audio_run, tmp_path):
+    out = private_copy(audio_run.out, tmp_path / "audio", handoff=True)   # training writes into the ledger
+    t = _trainer(out / "manifests" / Path(audio_run.manifests[0]).name, tmp_path / "t", steps=2)
     assert t.manifest["training"]["targets"] == "all"
     n_text = t.manifest["vocabulary"]["text_ids"]
     assert len(t.head_ids) > n_text + 200                  # text, markers and the audio codes in use

@@ -65,6 +65,7 @@ def test_one_code_per_600_samples_rounded_up(encoder, samples):
     assert 0 <= int(codes.min()) and int(codes.max()) < CONFIG["n_codes"]
 
 
+@pytest.mark.slow
 def test_codes_are_deterministic_nearest_rows(encoder):
     wave = torch.stack([clip(1, 48000), clip(2, 48000)])
     codes = encoder.encode(wave)
@@ -87,6 +88,7 @@ def test_seeding_leaves_the_callers_random_state_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
+@pytest.mark.slow
 def test_batched_clips_match_alone_except_the_last_five_codes(encoder):
     long = clip(10, 5 * 24000)
     differing = []

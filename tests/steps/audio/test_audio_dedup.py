@@ -96,6 +96,7 @@ def test_exact_duplicates_link_to_smallest_key():
 
 # ------------------------------------------------------------------------------------ fingerprint
 
+@pytest.mark.slow
 def test_fingerprint_shape_silence_and_determinism():
     x = synth(6, 2.0)
     fp = D.fingerprint(x)
@@ -190,6 +191,7 @@ def _collection():
     return items, truth
 
 
+@pytest.mark.slow
 def test_near_duplicates_index_equals_all_pairs_and_truth():
     items, truth = _collection()
     found = D.near_duplicates(items)
@@ -219,6 +221,7 @@ def test_clusters_smallest_key_and_order_independent():
 # ---------------------------------------------------------------------------------- real clips
 
 @real_clips
+@pytest.mark.shared_data
 def test_real_clips_copies_match_and_distinct_do_not():
     import soundfile as sf
     names = ["speech_ljspeech/LJ001-0002.flac", "speech_ljspeech/LJ001-0008.flac",   # same reader
@@ -249,6 +252,7 @@ def test_real_clips_copies_match_and_distinct_do_not():
 
 
 @real_clips
+@pytest.mark.shared_data
 def test_real_clips_exact_hash():
     name = "speech_ljspeech/LJ001-0002.flac"
     a, b = D.load(AUDIO / name), D.load(AUDIO / name)

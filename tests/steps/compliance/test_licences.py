@@ -172,6 +172,7 @@ def test_an_excluded_licence_decides_even_when_unknown_is_admitted():
     assert recs[0].meta["licence_class"] == "non-commercial" and recs[1].meta["licence_class"] == "unknown"
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(not (SHARED_DATA / "web_text" / "cc_main_2019_30_extract.jsonl.gz").is_file(),
                     reason="shared/data/web_text/cc_main_2019_30_extract.jsonl.gz is not on this machine")
 def test_common_crawl_licence_spans_leave_no_nc_sa_nd_page_in():

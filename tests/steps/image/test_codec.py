@@ -29,6 +29,7 @@ def encoder():
     return IBQEncoder.seeded(CONFIG, seed=CONFIG["seed"])
 
 
+@pytest.mark.slow
 def test_codes_are_deterministic_argmax_over_the_codebook(encoder):
     pixels = torch.stack([to_pixels(picture(1), (96, 64)), to_pixels(picture(2), (96, 64))])
     codes = encoder.encode(pixels)
@@ -54,6 +55,7 @@ def test_precision_contract_and_sizes(encoder):
 @pytest.mark.parametrize("weights, configs", [("model.ckpt", ("config.yaml",)),
                                               ("model.safetensors", ("config.json",)),
                                               ("model.safetensors", ("config.yaml", "config.json"))])
+@pytest.mark.slow
 def test_published_layout_loads_and_encodes_like_the_model(encoder, tmp_path, weights, configs):
     folder = write_ibq(tmp_path / "Emu3.5-VisionTokenizer", encoder, weights=weights, configs=configs)
     ckpt = open_checkpoint(folder, IBQEncoder)

@@ -150,6 +150,7 @@ def test_a_placeholder_media_mismatch_is_quarantined_at_tokenization(tmp_path, t
     assert list(step.run([row])) == [] and step.stats.quarantined == {"placeholder_mismatch": 1}
 
 
+@pytest.mark.slow
 def test_text_only_recipes_never_import_torch(tmp_path):
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "messages": [
         {"role": "user", "content": "<image> what is it?"}, {"role": "assistant", "content": "A cat."}],

@@ -109,12 +109,15 @@ def assert_filters_agree(texts: list[str], language: str, kinds=tuple(SETTINGS))
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["eng", "deu", "spa"])
 def test_adversarial_documents_every_setting(language):
     seen = assert_filters_agree(DOCUMENTS, language)
     assert "ZeroDivisionError" in seen and "True" in seen and len(seen) > 10
 
 
+@pytest.mark.slow
+@pytest.mark.shared_data
 def test_benchmark_sample_every_setting():
     texts = [t for name in BENCH for t in corpus(name)[::40]]
     seen = assert_filters_agree(texts, "eng")
@@ -152,6 +155,7 @@ def run_chain(texts: list[str], language: str, steps) -> list:
     return out
 
 
+@pytest.mark.shared_data
 @pytest.mark.slow
 @pytest.mark.parametrize("name,language", CORPORA)
 def test_every_corpus_document_through_the_chain(name, language):

@@ -180,6 +180,7 @@ REAL = Path(os.environ.get("CURATE_SHARED_DATA", SHARED_DATA)) / "web_text"
 
 
 @pytest.mark.slow  # ~1,000 pages through trafilatura: a minute or two
+@pytest.mark.shared_data
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"real HTML samples not present ({REAL}); see shared/data/SOURCES.md")
 @pytest.mark.parametrize("name,pages,count", [
     ("news_html_fundus.tar", None, 180),                       # SOURCES.md: 180 pages, index.jsonl first

@@ -98,6 +98,7 @@ def test_a_line_of_exactly_the_limit_is_kept(tmp_path):
     assert dict(read(p, limits=Limits(max_record_bytes=len(row) - 1))[1].quarantined) == {"record_too_large": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])
 def test_a_bomb_of_small_lines_is_refused_past_the_ratio(tmp_path, codec):
     line = b'{"text": "a"}\n' * 4096

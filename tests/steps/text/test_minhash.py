@@ -33,6 +33,7 @@ TRICKY = ["Hello,   World! 2024 — ÉTÉ_x on Monday in March", "I dont think w
           "emoji 🙂 and ＦＵＬＬＷＩＤＴＨ and tabs\tand\nnewlines  and\u00a0nbsp", "C++ c# .net node.js www.x.org"]
 
 
+@pytest.mark.slow
 def test_signatures_are_datatrove_signatures():
     """The memoised chunk tokenisation gives datatrove's words, shingles and signatures, bit for bit."""
     from datatrove.pipeline.dedup import MinhashDedupSignature

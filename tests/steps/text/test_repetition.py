@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from datatrove.pipeline.filters.gopher_repetition_filter import find_all_duplicate, find_top_duplicate, get_n_grams
 
 from curation.steps.text.repetition import DuplicateScan, char_hash, top_ngram_chars
@@ -51,6 +52,8 @@ def test_ties_go_to_the_first_seen_ngram():
         == find_top_duplicate(get_n_grams(words, 2))
 
 
+@pytest.mark.slow
+@pytest.mark.shared_data
 def test_adversarial_and_benchmark_documents():
     splitter = WordSplitter.for_language("eng")
     texts = DOCUMENTS + [t for name in BENCH for t in corpus(name)[:150]]

@@ -32,6 +32,7 @@ def assert_same(splitter: WordSplitter, ref: SpaCyTokenizer, text: str) -> int:
     return len(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["eng", "deu", "fra", "nld", "ara"])
 def test_adversarial_strings(language):
     splitter, ref = WordSplitter.for_language(language), reference(language)
@@ -108,6 +109,8 @@ def assert_chunks_like_spacy(splitter: WordSplitter, ref: SpaCyTokenizer, chunks
     return kept
 
 
+@pytest.mark.slow
+@pytest.mark.shared_data
 def test_chunks_decided_without_spacy_are_spacy_tokens():
     splitter, ref = WordSplitter.for_language("eng"), reference("eng")
     chunks = {c for t in DOCUMENTS for c in t.split()}
@@ -116,6 +119,7 @@ def test_chunks_decided_without_spacy_are_spacy_tokens():
     assert assert_chunks_like_spacy(splitter, ref, chunks) > 0.95 * len(chunks)
 
 
+@pytest.mark.shared_data
 @pytest.mark.slow
 @pytest.mark.parametrize("name,language", CORPORA)
 def test_every_document_line_and_chunk_of_the_corpora(name, language):

@@ -139,6 +139,7 @@ def test_oversized_payload_is_quarantined_with_its_size(tmp_path):
     assert "over max_record_bytes = 65,536" in sink.entries[0]["detail"] and sink.entries[0]["raw"].startswith("<!DOCTYPE")
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_member_is_refused_and_later_members_read(tmp_path):
     buf = io.BytesIO()
     w = WARCWriter(buf, gzip=True)
@@ -185,6 +186,7 @@ def test_empty_warc_is_an_empty_file_entry(tmp_path):
 REAL = Path(os.environ.get("CURATE_SHARED_DATA", SHARED_DATA)) / "web_text" / "warc"
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"real WARC samples not present ({REAL}); see shared/data/SOURCES.md")
 def test_real_common_crawl_and_dolma_warcs():
     records, stats, _ = read(REAL / "dolma_sample-0000.warc.gz")

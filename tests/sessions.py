@@ -1,0 +1,109 @@
+"""Expensive work done once and shared: the end-to-end recipe runs, the embedded Ray, the built wheel,
+a two-node cluster. `tests/conftest.py` exposes these fixtures to every test; a new slow test should
+take one of them instead of running a recipe, starting Ray or building the wheel again (the suite's
+time is mostly these, see reports/benchmarks/suite.md).
+
+Sharing rules: a test must not modify what a shared fixture returns (copy it first, as
+`test_curate_train_runs_on_the_stage` does); a cluster fixture is module-scoped because a live
+cluster captures a later `ray.init()` without an address (Ray finds it through RAY_TMPDIR's
+`ray_current_cluster`), so it must end before the tests of the next module start the embedded Ray.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# what a copy of the checkout for a wheel build leaves out: setuptools never cleans build/, so stale
+# modules would ship, and a venv or egg-info would be packaged or confuse pip
+WHEEL_SKIP = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__",
+                                    ".pytest_cache", "*.pyc")
+
+
+@pytest.fixture(scope="session")
+def text_run(tmp_path_factory):
+    """The text demo (recipes/text.yaml) run once with the local executor (the determinism reference);
+    tests must not modify its output."""
+    from curation.commands.run import run
+    out = tmp_path_factory.mktemp("text")
+    return run(REPO / "recipes" / "text.yaml", out, progress=False)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """The multimodal demo (recipes/demo.yaml) run once with the local executor; tests must not modify
+    its output (copy it: training writes consumed tokens into the ledger)."""
+    from curation.commands.run import run
+    return run(REPO / "recipes" / "demo.yaml", tmp_path_factory.mktemp("demo"), progress=False)
+
+
+@pytest.fixture(scope="session")
+def audio_run(tmp_path_factory):
+    """recipes/audio.yaml run once with the local executor; tests must not modify its output (copy it
+    with `private_copy`)."""
+    from curation.commands.run import run
+    return run(REPO / "recipes" / "audio.yaml", tmp_path_factory.mktemp("audio"), progress=False)
+
+
+def private_copy(out: Path, dest: Path, *, handoff: bool = False) -> Path:
+    """A copy of a shared run's output folder to modify (resume, train: training writes consumed tokens
+    into the ledger). `handoff`: only what a trainer reads (no raw/, work/, processed/), with every
+    stage's hand-off files relocated to the copy."""
+    if not handoff:
+        shutil.copytree(out, dest, symlinks=True)
+        return dest
+    from curation.mixture.megatron import relocate_handoff
+    shutil.copytree(out, dest, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
+    for manifest in (dest / "manifests").glob("*.json"):
+        relocate_handoff(manifest)
+    return dest
+
+
+@pytest.fixture
+def ray_local():
+    """The embedded loopback Ray, started once and shared by the tests that need Ray (a `RayExecutor`
+    joins a running Ray instead of starting its own); the cluster tests stop it and start their own,
+    and the next test that asks for it starts it again."""
+    import ray
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
+                 log_to_driver=False, configure_logging=True)
+    yield
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    """A real two-node Ray cluster on loopback (`ray.cluster_utils.Cluster`, one CPU per node), shared
+    by the tests of one module; the embedded Ray is stopped first (a run must join this cluster)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False})
+    cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The distribution's wheel, built once from a copy of the checkout (`pip wheel --no-deps
+    --no-build-isolation`, offline; the checkout stays clean)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=WHEEL_SKIP)
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    [built] = (tmp / "dist").glob("curate_llm-*.whl")
+    return built
