@@ -196,5 +196,7 @@ def has_tokens(prefix: Path) -> bool:
 
 
 def read_tokens(prefix: Path) -> np.ndarray:
-    dtype, _, _, _ = read_index(Path(f"{prefix}.idx"))
+    dtype, lengths, _, _ = read_index(Path(f"{prefix}.idx"))
+    if not lengths.size and not Path(f"{prefix}.bin").exists():
+        return np.zeros(0, dtype=dtype)          # an empty pool (`merge` writes no `.bin` for it)
     return np.fromfile(f"{prefix}.bin", dtype=dtype)
