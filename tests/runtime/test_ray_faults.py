@@ -45,13 +45,26 @@ def faulted_run(text_run, tmp_path_factory):
         *fault_steps("faulted", cmd, driver, ["RAY_AUTH_MODE"], nodes),
     ]}
     (tmp / "plan.json").write_text(json.dumps(plan))
-    try:
-        p = subprocess.run(["unshare", "-n", sys.executable, "-m", "tests.raystart", str(tmp / "plan.json"),
-                            str(tmp / "result.json")], cwd=REPO, capture_output=True, text=True, timeout=1800)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert p.returncode == 0, p.stderr[-4000:]
-    results = json.loads((tmp / "result.json").read_text())
+    # Ray places a small run's few signatures tasks where it likes: when none ran on worker-1 the fault was
+    # never injected (a miss of the test's timing, not a failure of the run), so the plan runs once more
+    for attempt in range(2):
+        shutil.rmtree(tmp / "faulted", ignore_errors=True)
+        try:
+            p = subprocess.run(["unshare", "-n", sys.executable, "-m", "tests.raystart", str(tmp / "plan.json"),
+                                str(tmp / "result.json")], cwd=REPO, capture_output=True, text=True, timeout=1800)
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
+            ray_tmp = tempfile.mkdtemp(prefix="rf-", dir="/tmp")
+            plan["ray_tmp"] = ray_tmp
+            (tmp / "plan.json").write_text(json.dumps(plan))
+        assert p.returncode == 0, p.stderr[-4000:]
+        results = json.loads((tmp / "result.json").read_text())
+        if not str(results.get("error", "")).startswith("RuntimeError: no task "):
+            break
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    if str(results.get("error", "")).startswith("RuntimeError: no task "):   # twice: nothing was proven either way
+        pytest.skip(f"the fault could not be injected on this machine: {results['error']} (the run finished "
+                    f"before one ran there, twice); the node-loss proof needs a slower run or more shards")
     assert "error" not in results, (results["error"], results.get("faulted", {}).get("stderr", "")[-3000:],
                                     sorted(p.name for p in (tmp / "logs").iterdir()))
     return tmp, results
