@@ -41,7 +41,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from curation.acquire.members import _CHUNK, _DIR_MODE, Refused, Writer
 from curation.errors import InputError

@@ -8,7 +8,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from curation.errors import InputError
 

@@ -57,7 +57,7 @@ class RayExecutor:
         self._pending: dict[Any, tuple] = {}
         self._cpus, self._cpus_at = 1, float("-inf")
 
-    def __enter__(self) -> "RayExecutor":
+    def __enter__(self) -> RayExecutor:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not self.address:
             _loopback_env()   # before Ray reads it; only embedded: a cluster driver must not hide on loopback

@@ -72,7 +72,7 @@ from __future__ import annotations
 import hashlib
 from math import gcd
 from pathlib import Path
-from typing import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
