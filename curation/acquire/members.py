@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from curation.errors import InputError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import socket
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from importlib import metadata
 
 # ledger column -> the import name of the library it reports

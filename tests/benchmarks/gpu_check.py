@@ -101,12 +101,12 @@ def image_checks(images, codec_path: str, cuda: bool, area: int, compare: int, n
 
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
+    from curation.errors import RecordError
     from curation.steps.codecs import load_codec
     from curation.steps.image.codec import IBQEncoder, to_pixels
     from curation.steps.image.decode import decode
     from curation.steps.image.resize import target_size
     from curation.steps.image.tokenize import ImageTokenizer
-    from curation.errors import RecordError
     codec = load_codec(codec_path, IBQEncoder)
     decoded, skipped = [], []
     for name, data in images:   # what the pipeline would quarantine (the demo shard's truncated image) is skipped
