@@ -265,4 +265,4 @@ def megatron_blend(manifest_path: Path) -> list:
 
 
 # re-exported for `from curation.mixture.manifests import verify_manifest` (verify imports no module above)
-from curation.mixture.verify import verify_manifest
+from curation.mixture.verify import verify_manifest  # noqa: E402

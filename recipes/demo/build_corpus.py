@@ -67,7 +67,7 @@ def main() -> None:
         (de if lang(r["text"]) == "de" else en).append(doc)
 
     with tarfile.open(shared / "html_pages_trafilatura_eval.tar.gz") as tar:
-        index = [json.loads(l) for l in tar.extractfile("index.jsonl")]
+        index = [json.loads(line) for line in tar.extractfile("index.jsonl")]
         for row in index:
             parts = (row.get("url") or "").split("/")
             host = parts[2] if len(parts) > 2 else ""

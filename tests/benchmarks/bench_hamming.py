@@ -59,7 +59,8 @@ def main() -> None:
         bq, bh = [], []
         for i, q in enumerate(many.tolist()):
             hit = brute_force(hashes, q, radius)
-            bq.append(np.full(hit.size, i)); bh.append(hit)
+            bq.append(np.full(hit.size, i))
+            bh.append(hit)
         t_brute = time.perf_counter() - t
         same = qi.tolist() == np.concatenate(bq).tolist() and hi.tolist() == np.concatenate(bh).tolist()
         batch_rows.append(f"| {radius} | {many.size:,} | {t_ours:.3f} | {t_brute:.2f} | {t_brute / t_ours:.0f}× | "

@@ -193,7 +193,7 @@ def test_long_sequences_go_to_the_long_context_pool_shards(audio_run, tmp_path):
     for w in writers.values():
         w.close()
     _, s, _, _ = read_index(tmp_path / "p.idx")
-    _, l, _, _ = read_index(tmp_path / "p.long_context.idx")
-    assert s.size and l.size and s.max() <= 700 < l.min()
-    assert (tok.stats.notes["stage2"], tok.stats.notes["long_context"]) == (s.size, l.size)
+    _, lc, _, _ = read_index(tmp_path / "p.long_context.idx")
+    assert s.size and lc.size and s.max() <= 700 < lc.min()
+    assert (tok.stats.notes["stage2"], tok.stats.notes["long_context"]) == (s.size, lc.size)
     assert tok.stats.records_in == tok.stats.records_out == len(rows)   # every clip accounted for
