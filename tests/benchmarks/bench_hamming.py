@@ -27,7 +27,7 @@ def main() -> None:
     n, n_queries = 1_000_000, 300
     hashes = rng.integers(0, 2**63, n, dtype=np.uint64) | (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
     queries = []
-    for i in range(n_queries):  # queries near stored hashes, as a re-encoded benchmark image would be
+    for _ in range(n_queries):  # queries near stored hashes, as a re-encoded benchmark image would be
         h = int(hashes[rng.integers(n)])
         for b in rng.choice(64, size=int(rng.integers(0, 6)), replace=False):
             h ^= 1 << int(b)

@@ -77,7 +77,7 @@ def test_audio_recipe_end_to_end(audio_run, tmp_path, ray_local):
         assert kinds[-1] == "text"                                    # every sequence ends with text
         content = [s for s in kinds if s in ("audio", "text")]
         assert all(x != y for x, y in zip(content, content[1:]))    # modality alternates clip by clip
-        for x, marker, y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
+        for x, marker, _y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
             assert marker in (("S", "R") if x == "audio" else ("T",))   # the right task marker
         assert "R" not in kinds or len(content) == 2                    # "transcribe" only in a pair
         audio_segments += kinds.count("audio")
