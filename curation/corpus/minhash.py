@@ -166,7 +166,7 @@ def highest_quality(roots: np.ndarray, nodes: np.ndarray, scores: np.ndarray, in
     return np.array([r if r < indexed else best[r] for r in roots.tolist()], dtype=np.int64)
 
 
-def run_clusters(out: Path, node: Node, phase: "MinHashPhase") -> dict:
+def run_clusters(out: Path, node: Node, phase: MinHashPhase) -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
     entries = corpus_shards(out, shards, spec["index"])

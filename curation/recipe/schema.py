@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
-from curation.recipe.compliance import (  # noqa: F401 - part of the schema
+from curation.recipe.compliance import (  # part of the schema
     PII,
     Constituents,
     LicenceClass,
@@ -43,7 +43,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
-from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
+from curation.recipe.inputs import Acquire, Input  # part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import (  # noqa: F401
     Audio,

@@ -44,7 +44,7 @@ from curation.errors import RecordError, StepFailed
 class StepSpec:
     name: str
     settings: dict                           # JSON-able: every setting the step reads
-    build: Callable[..., "Step"]             # build(source=..., sink=...) -> the step
+    build: Callable[..., Step]               # build(source=..., sink=...) -> the step
     resources: Resources = Resources()       # what its task asks the scheduler for
 
 

@@ -56,7 +56,7 @@ class Shingler:
 
     @staticmethod
     @lru_cache(maxsize=2)
-    def cached(ngram: int, language: str = "eng") -> "Shingler":
+    def cached(ngram: int, language: str = "eng") -> Shingler:
         """One per worker process: its word memo carries over from shard to shard (a pure cache)."""
         return Shingler(ngram, language)
 
