@@ -4,14 +4,19 @@ shingle or per document (one numpy pass per permutation over the whole shard).
 
     nice -n 10 .venv/bin/python tests/benchmarks/bench_minhash_sig.py [--corpus DIR]
 """
-import argparse, gzip, json, sys, time
+import argparse
+import gzip
+import json
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_corpus  # noqa: E402
-from curation.steps.text.minhash import Shingler, band_keys, permutations, signature, signatures_batch  # noqa: E402
+import scale_corpus
+
+from curation.steps.text.minhash import Shingler, band_keys, permutations, signature, signatures_batch
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--corpus", default="/tmp/sig-work/corpus")

@@ -16,8 +16,8 @@ from curation.core.layout import NO_REASONING
 from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
-from curation.steps.base import BatchStep
 from curation.recipe.modalities import Conversations
+from curation.steps.base import BatchStep
 from curation.steps.text.chat import ChatMarkers, Rendered, render
 from curation.steps.text.longtasks import make_task
 from curation.steps.text.pieces import PieceEncoder

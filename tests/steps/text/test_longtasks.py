@@ -10,7 +10,6 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from curation.errors import RecordError
