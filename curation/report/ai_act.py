@@ -76,7 +76,7 @@ QUERIES: dict[str, str] = {
             coalesce(t.documents, 0) AS documents, coalesce(t.total_tokens, 0) AS tokens, o.basis
         FROM sources s JOIN source_origins o ON o.run = s.run AND o.source = s.source
         LEFT JOIN tokens t ON t.run = s.run AND t.source = s.source AND t.pool = 'main'
-        WHERE {_INCLUDED} ORDER BY o.origin, s.source""",
+        WHERE o.origin = $origin AND {_INCLUDED} ORDER BY s.source""",
     # the top domains of one origin's sources by tokens in their main shards; share: of all that origin's
     # tokens (documents without a page URL included in the total)
     "top_domains": f"""WITH d AS (
@@ -225,16 +225,14 @@ def _blocks(con) -> list[Block]:
         b.append(Block(result=stages))
 
     b.append(Block(heading="2. List of data sources", level=2))
-    by_origin = run_query(con, "sources_by_origin")
-    b.append(Block(f"Every included source by the template's category ({_cite(by_origin)}); the category is "
-                   "declared in `transparency.sources` or derived as the `basis` column says."))
-    counts = {o: sum(1 for r in by_origin.rows if r[0] == o) for o, _ in ORIGINS}
+    b.append(Block("Every included source by the template's category (query `sources_by_origin`, once per "
+                   "category); the category is declared in `transparency.sources` or derived as the `basis` "
+                   "column says."))
     for origin, heading in ORIGINS:
         b.append(Block(heading=heading, level=3))
-        mine = Result(by_origin.name, {"origin": origin}, by_origin.columns,
-                      [r for r in by_origin.rows if r[0] == origin])
+        mine = run_query(con, "sources_by_origin", origin=origin)
         if not mine.rows:
-            b.append(Block(f"None: no included source has the category `{origin}` ({_cite(by_origin)})."))
+            b.append(Block(f"None: no included source has the category `{origin}` ({_cite(mine)})."))
         else:
             b.append(Block(result=mine))
         if origin == "crawled":
@@ -242,7 +240,7 @@ def _blocks(con) -> list[Block]:
                       else NOT_DECLARED)
             b.append(Block(f"Crawler: {_declared(decl, 'crawler')}. Period of collection: {period} "
                            f"({_cite(decl_r)})."))
-        if origin in ("crawled", "publicly_available") and counts[origin]:
+        if origin in ("crawled", "publicly_available") and mine.rows:
             top = run_query(con, "top_domains", origin=origin)
             nourl = run_query(con, "no_url_tokens", origin=origin)
             if top.rows:
