@@ -124,6 +124,19 @@ def test_demo_summary_numbers_are_their_queries(demo_run):
 
 
 @pytest.mark.slow
+def test_domain_tokens_sum_to_each_sources_main_shards(demo_run):
+    """The tokenize tasks' per-domain counts add up to the tokens the ledger counts from the merged shards,
+    per source; only sources without page URLs (images, audio) have their documents under NULL."""
+    rows = read_rows(demo_run.out / "ledger")
+    for t in (t for t in rows["tokens"] if t["pool"] == "main"):
+        mine = [d for d in rows["domain_tokens"] if d["source"] == t["source"]]
+        assert sum(d["tokens"] for d in mine) == t["total_tokens"], t["source"]
+        assert sum(d["documents"] for d in mine) == t["documents"], t["source"]
+    named = {d["source"] for d in rows["domain_tokens"] if d["web_domain"]}
+    assert named == {"web_en", "web_warc", "c4_en", "web_de"}
+
+
+@pytest.mark.slow
 def test_text_summary_states_what_the_recipe_does_not_declare(text_run):
     md = _check_summary(text_run.out)
     assert f"Provider: {NOT_DECLARED}" in md and f"Crawler: {NOT_DECLARED}" in md
