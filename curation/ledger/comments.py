@@ -55,6 +55,12 @@ TABLES: dict[str, str] = {
     "images": "one row per image source",
     "audio": "one row per audio source",
     "interleaved": "one row per interleaved (text and image) source",
+    "transparency": "one row per field of the recipe's `transparency:` section (provider, model, crawler, "
+                    "collection period) for the EU AI Act public summary; value NULL where not declared",
+    "source_origins": "one row per source: its category in the EU AI Act public summary's list of data sources",
+    "robots_snapshots": "one row per robots.txt snapshot date the opt-out read",
+    "domain_tokens": "one row per source x web domain of the page URL: documents and tokens in the source's "
+                     "main shards (web_domain NULL: no usable page URL)",
     "decisions": "one row per dropped or quarantined record: what removed it and why, with its evidence "
                  "(stored in this file, so a copied ledger.duckdb answers per-document questions)",
 }
@@ -218,6 +224,14 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                     "images_dropped_by_reason": "images removed by reason (map)",
                     "text_tokens": "text tokens from the shards (an image's H*W counts as text)",
                     "image_codes": "image codec codes", "text_runs": "text runs between images"},
+    "transparency": {"field": "provider, provider_contact, model, model_version, crawler, collection_start or "
+                               "collection_end", "value": "the recipe's value, NULL where it declares none"},
+    "source_origins": {"origin": "publicly_available, crawled, licensed or synthetic",
+                       "basis": "declared in the recipe, or what it was derived from"},
+    "robots_snapshots": {"snapshot": "snapshot date (YYYY-MM-DD)",
+                         "domains": "domains with a robots.txt in that snapshot"},
+    "domain_tokens": {"web_domain": "registrable domain of the page URL (the host where it has none)",
+                      "documents": "documents in the main shards", "tokens": "tokens in the main shards"},
     "decisions": {"id": "record id", "outcome": "dropped or quarantined",
                   "detail": "the evidence: the kept copy of a duplicate, its cluster, the matched benchmark item, "
                             "the robots.txt, the licence (at most 500 characters)"},

@@ -13,6 +13,7 @@ from curation.ledger.encoders import VOLATILE as ENCODER_VOLATILE
 from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.ledger.ranks import RANK_PLAN
 from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
+from curation.ledger.transparency import SCHEMAS as TRANSPARENCY
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 
@@ -87,6 +88,8 @@ CORE: dict[str, pa.Schema] = {
                            ("audio_tokens", pa.int64()), ("other_tokens", pa.int64()), ("total_tokens", pa.int64()),
                            ("repeat_tokens", pa.int64()), ("documents", pa.int64()),
                            ("planned_tokens", pa.int64())]),
+    # for the EU AI Act public summary: declarations, source origins, robots.txt dates, tokens per web domain
+    **TRANSPARENCY,
 }
 
 

@@ -88,7 +88,7 @@ def encode_settings(loaded: LoadedRecipe, vocab: Vocabulary) -> dict:
     return run
 
 
-def _optout(loaded: LoadedRecipe) -> OptOutIndex | None:
+def optout_index(loaded: LoadedRecipe) -> OptOutIndex | None:
     """The recipe's robots.txt snapshots, loaded once at planning (a bad folder fails before any work)."""
     cfg = loaded.recipe.optout
     if cfg is None:
@@ -97,7 +97,7 @@ def _optout(loaded: LoadedRecipe) -> OptOutIndex | None:
 
 
 def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
-    optout = _optout(loaded)
+    optout = optout_index(loaded)
     nodes = []
     for src in loaded.recipe.sources:
         modality = MODALITIES[src.modality]

@@ -62,6 +62,7 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     MixtureEntry,
     Stage,
 )
+from curation.recipe.transparency import Transparency
 
 
 class Normalize(Strict):
@@ -324,6 +325,9 @@ class Recipe(Strict):
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
+    # who provides which model, the crawler, the collection period: for the EU AI Act public summary
+    # (`curation.recipe.transparency`); it describes the publication, not the data, so no fingerprint has it
+    transparency: Transparency = Field(default_factory=Transparency, exclude=True)
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
@@ -379,5 +383,7 @@ class Recipe(Strict):
                     raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
             if unknown := sorted({h.source for h in ab.heldout} - names):
                 raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+        if unknown := sorted(set(self.transparency.sources) - names):
+            raise ValueError(f"transparency.sources names unknown source(s) {unknown}; sources: {sorted(names)}")
         check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources
         return self

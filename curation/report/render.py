@@ -16,6 +16,7 @@ from pathlib import Path
 
 from curation.core.atomic import atomic_write_bytes
 from curation.ledger.environment import LIBRARIES
+from curation.report.ai_act import write_summary
 from curation.report.flow import flow_plot
 from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
@@ -178,7 +179,8 @@ def _html(run: dict, facts, figs, groups, anchor) -> str:
 
 
 def write_report(rows: dict, out: Path) -> Path:
-    """Write `<out>/reports/index.html`, its Markdown twin `report.md` and the plots, from the ledger rows."""
+    """Write `<out>/reports/index.html`, its Markdown twin `report.md`, the plots and the EU AI Act public
+    summary (`ai_act_summary.md` / `.html`, `curation.report.ai_act`), from the ledger rows."""
     rows = _upgrade(rows)
     rdir = out / "reports"
     run = rows["runs"][0]
@@ -186,4 +188,5 @@ def write_report(rows: dict, out: Path) -> Path:
     anchor = _anchors(groups)
     atomic_write_bytes(rdir / "report.md", _markdown(run, facts, figs, groups, anchor).encode())
     atomic_write_bytes(rdir / "index.html", _html(run, facts, figs, groups, anchor).encode())
+    write_summary(rows, rdir)   # the EU AI Act public summary, from the same ledger rows
     return rdir / "index.html"
