@@ -56,7 +56,9 @@ def quality_sections(rows: dict) -> list[Section]:
                            "label); and what the step did with this source's documents of that language: scored, "
                            "or not scored because the language is not covered (reason "
                            "`classifier_language_not_covered`, quarantined or passed as the filter's "
-                           "`uncovered_languages` says). Ledger table `classifier_languages`.",
+                           "`uncovered_languages` says). Listed: the languages the model covers and those the "
+                           "step met; the model's card lists every language it saw. Ledger table "
+                           "`classifier_languages`.",
                            table(["source", "step", "model", "language", "covered", "trained +", "trained −",
                                   "held-out docs", "precision", "recall", "AUC", "scored", "not covered"],
                                  [[c["source"], c["step"], c["model"], c["language"], "yes" if c["covered"] else "no",

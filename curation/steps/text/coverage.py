@@ -107,14 +107,15 @@ SCHEMA = pa.schema([("run", pa.string()), ("source", pa.string()), ("step", pa.s
 
 
 def coverage_rows(run: str, source: str, step: str, cfg, card: dict, notes: dict) -> list[dict]:
-    """One row per language of the card or met by the step; `notes`: the step's `scored:<lang>` and
-    `not_covered:<lang>` counts (summed over shards)."""
+    """One row per language the card covers or the step met (scored or not covered); `notes`: the step's
+    `scored:<lang>` and `not_covered:<lang>` counts (summed over shards). A language the card lists but
+    neither covers nor met here (a few stray training documents) is left out: the card has it."""
     per = card["languages"]["per_language"]
     scored = {k.removeprefix("scored:"): n for k, n in notes.items() if k.startswith("scored:")}
     missed = {k.removeprefix("not_covered:"): n for k, n in notes.items() if k.startswith("not_covered:")}
     outcome = "passed" if cfg.uncovered_languages == "pass" else "quarantined"
     rows = []
-    for lang in sorted(set(per) | set(scored) | set(missed)):
+    for lang in sorted({lang for lang, p in per.items() if p["covered"]} | set(scored) | set(missed)):
         p = per.get(lang, {})
         h = p.get("held_out") or {}
         rows.append({"run": run, "source": source, "step": step, "model": card.get("name"), "language": lang,

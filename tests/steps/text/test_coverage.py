@@ -145,6 +145,11 @@ def test_coverage_rows_and_the_report_say_what_the_model_was_trained_and_evaluat
     card = json.loads((MODELS / "demo-toxicity.card.json").read_text())
     cfg = Toxicity(type="toxicity", model=str(TOXICITY), uncovered_languages="pass")
     rows = coverage_rows("r", "src", "toxicity", cfg, card, {"scored:en": 5, "not_covered:es": 145})
+    q = json.loads((MODELS / "demo-quality.card.json").read_text())
+    qcfg = QualityScore(type="quality", model=str(QUALITY))
+    # covered languages and those met; the quality card's stray languages (ar, ca, ...) are not listed
+    assert [r["language"] for r in coverage_rows("r", "src", "quality", qcfg, q, {"not_covered:fr": 2})] == \
+        ["de", "en", "fr"]
     by = {r["language"]: r for r in rows}
     assert sorted(by) == ["de", "en", "es"]
     assert by["en"] == {"run": "r", "source": "src", "step": "toxicity", "model": "demo-toxicity",
@@ -159,3 +164,32 @@ def test_coverage_rows_and_the_report_say_what_the_model_was_trained_and_evaluat
     text = sec.table[0]   # the Markdown version (the HTML one is rendered from the same cells)
     assert "| src | toxicity | demo-toxicity | en | yes | 96 | 96 | 48 | 1.000 | 1.000 | 1.000 | 5 | 0 |" in text
     assert "| src | toxicity | demo-toxicity | es | no | 0 | 0 | 0 | n/a | n/a | n/a | 0 | 145 passed |" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["pass", "refuse"])
+def test_a_run_records_uncovered_documents_in_decisions_ledger_and_report(tmp_path, mode):
+    """No `language` filter declares the source's languages, so the plan cannot refuse: the step's own
+    language ID finds the Spanish speech, which passes unscored or is quarantined, with its reason."""
+    from curation.commands.run import run
+    from curation.ledger import query
+    en = [f"{EN} Visitors came back on day {i} to read more about the old mill and the river." for i in range(3)]
+    path = write_jsonl(tmp_path / "in.jsonl", [{"id": f"en{i}", "text": t} for i, t in enumerate(en)]
+                       + [{"id": "es0", "text": ES}])
+    recipe = make_recipe(tmp_path, {"s": [path]}, filters=(
+        f"[{{type: toxicity, model: {TOXICITY}, threshold: 0.9, uncovered_languages: {mode}}}]"))
+    res = run(recipe, tmp_path / "out", progress=False)
+    ledger = tmp_path / "out" / "ledger"
+    _, got = query(ledger, "SELECT id, step, outcome, reason FROM decisions ORDER BY id")
+    outcome = "passed" if mode == "pass" else "quarantined"
+    assert got == [("es0", "toxicity", outcome, NOT_COVERED)]
+    step = next(s for s in res.rows["steps"] if s["step"] == "toxicity")
+    assert step["records_in"] == 4 and step["records_in"] == step["records_out"] + step["dropped"] + step["quarantined"]
+    assert (step["records_out"], step["quarantined"]) == ((4, 0) if mode == "pass" else (3, 1))
+    _, cov = query(ledger, "SELECT language, covered, scored, not_covered, not_covered_outcome "
+                           "FROM classifier_languages ORDER BY language")
+    assert cov == [("de", True, 0, 0, None), ("en", True, 3, 0, None), ("es", False, 0, 1, outcome)]
+    assert res.rows["tokens"][0]["documents"] == (4 if mode == "pass" else 3)
+    md = (tmp_path / "out" / "reports" / "report.md").read_text()
+    assert "What the classifiers were trained and evaluated on" in md
+    assert f"| s | toxicity | demo-toxicity | es | no | 0 | 0 | 0 | n/a | n/a | n/a | 0 | 1 {outcome} |" in md
