@@ -24,7 +24,7 @@ from curation.plan.size import check_plan_size
 from curation.recipe import LoadedRecipe, load_recipe
 from curation.steps.compliance.optout import DEFAULT_AGENTS, OptOutIndex
 from curation.steps.registry import MODALITIES
-from curation.steps.text.coverage import check_source
+from curation.steps.text.quality import check_source
 
 
 @dataclass

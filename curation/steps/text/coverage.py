@@ -139,19 +139,3 @@ def classifier_filters(src) -> list[tuple[str, int, object]]:
             out.append((f.type if seen[f.type] == 1 else f"{f.type}.{seen[f.type]}", i, f))
     return out
 
-
-def check_source(recipe_path: Path, index: int, src, resolve) -> None:
-    """Planning-time check of a source's classifier filters against their cards (`resolve`: a recipe path
-    to a file): a card without the `languages` block, or a declared language it does not cover, fails."""
-    # the card's reader lives beside the step that loads the model (which imports this module)
-    from curation.steps.text.quality import read_card
-    for _, i, cfg in classifier_filters(src):
-        model = resolve(cfg.model)
-        if not model.is_file():
-            continue   # the step names the missing file when it is built
-        card = read_card(model)
-        covered_languages(card, model, cfg.type)
-        declared = declared_languages(src.filters, i)
-        if declared is not None:
-            check_declared(f"{recipe_path} sources[{index}].filters[{i}] ({cfg.type})", src.name, cfg, model,
-                           card, declared)

@@ -34,7 +34,14 @@ from curation.core.record import Record
 from curation.errors import RecipeError
 from curation.recipe.filters import Toxicity
 from curation.steps.base import BatchStep
-from curation.steps.text.coverage import NOT_COVERED, covered_languages, is_covered
+from curation.steps.text.coverage import (
+    NOT_COVERED,
+    check_declared,
+    classifier_filters,
+    covered_languages,
+    declared_languages,
+    is_covered,
+)
 from curation.steps.text.filters import _load_fasttext, bundled_lid_model
 
 CARD_FORMAT = "curate-classifier-card/1"
@@ -253,3 +260,18 @@ class ToxicityStep(_ClassifierStep):
             self.drop(record, "toxic")
             return False
         return True
+
+
+def check_source(recipe_path: Path, index: int, src, resolve) -> None:
+    """Planning-time check of a source's classifier filters against their cards (`resolve`: a recipe path
+    to a file): a card without the `languages` block, or a declared language it does not cover, fails."""
+    for _, i, cfg in classifier_filters(src):
+        model = resolve(cfg.model)
+        if not model.is_file():
+            continue   # the step names the missing file when it is built
+        card = read_card(model)
+        covered_languages(card, model, cfg.type)
+        declared = declared_languages(src.filters, i)
+        if declared is not None:
+            check_declared(f"{recipe_path} sources[{index}].filters[{i}] ({cfg.type})", src.name, cfg, model,
+                           card, declared)
