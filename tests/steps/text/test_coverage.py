@@ -193,3 +193,14 @@ def test_a_run_records_uncovered_documents_in_decisions_ledger_and_report(tmp_pa
     md = (tmp_path / "out" / "reports" / "report.md").read_text()
     assert "What the classifiers were trained and evaluated on" in md
     assert f"| s | toxicity | demo-toxicity | es | no | 0 | 0 | 0 | n/a | n/a | n/a | 0 | 1 {outcome} |" in md
+
+
+def test_a_selection_on_a_score_that_pass_leaves_unset_is_refused(tmp_path):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"id": "0", "text": EN}])
+    quality = f"{{type: quality, model: {QUALITY}, uncovered_languages: pass}}"
+    recipe = make_recipe(tmp_path, {"s": [path]}, filters=f"[{quality}]")
+    recipe.write_text(recipe.read_text().replace("    filters:", "    select: {top_fraction: 0.5}\n    filters:"))
+    with pytest.raises(RecipeError, match=r"uncovered_languages: pass.*unscored.*needs a score on every document"):
+        load_plan(recipe)
+    recipe.write_text(recipe.read_text().replace(", uncovered_languages: pass", ""))
+    assert load_plan(recipe).process   # refuse (the default) leaves no document unscored
