@@ -16,6 +16,10 @@ the kept share per language after top-10% selection, in one run.
    before it), run with the local executor; its thresholds are checked against a full sort of the
    documents that reached the `select` step, and the ties it broke are counted.
 
+The demo model judges only the languages its card covers (de, en: `curation.steps.text.coverage`); the
+step quarantines the documents of other languages unscored, so parts 2 and 4 take the documents of the
+covered languages (part 2 by the language ID's label, part 4 by a `language` filter before the step).
+
 Usage: .venv/bin/python tests/benchmarks/bench_quality.py [--repeat 3]  → reports/benchmarks/quality_classifier.md
 (`--only-selection` reruns part 4 alone and replaces its section, leaving the timed sections as measured).
 Needs the bench extra (datatrove's filter needs `fasteners`). Timings vary on shared machines: best of N.
@@ -55,6 +59,11 @@ def load_corpus() -> list[tuple[str, str]]:
             if text.strip():
                 docs.append((text, name))
     return docs
+
+
+def covered() -> list[str]:
+    """The languages the demo quality model's card covers (the only ones its step scores)."""
+    return json.loads((SPECS / "models" / "demo-quality.card.json").read_text())["languages"]["covered"]
 
 
 def best(fn, repeat: int) -> tuple[float, object]:
@@ -139,7 +148,7 @@ def bench_selection(fraction: float = 0.1) -> dict:
     for name in CORPUS:
         lines += [f"  - name: {name.split('.')[0]}", "    license: see ../shared/data/SOURCES.md",
                   f"    input: {{paths: [{SHARED / name}], id_field: id}}",
-                  f"    filters: [{{type: quality, model: {MODEL}}}]",
+                  f"    filters: [{{type: language, languages: {covered()}}}, {{type: quality, model: {MODEL}}}]",
                   f"    select: {{top_fraction: {fraction}, by: language, field: quality_score}}"]
     (work / "recipe.yaml").write_text("\n".join(lines) + "\n")
     t = time.perf_counter()
@@ -213,6 +222,8 @@ def main() -> None:
     from curation.steps.text.quality import identify_languages
     docs = load_corpus()
     languages = [lang for lang, _ in identify_languages([t for t, _ in docs])]
+    keep = [i for i, lang in enumerate(languages) if lang in covered()]   # what the step scores at all
+    docs, languages = [docs[i] for i in keep], [languages[i] for i in keep]
     train = bench_training(repeat)
     sc = bench_scoring(docs, languages, repeat)
     card = json.loads((SPECS / "models" / "demo-quality.card.json").read_text())
