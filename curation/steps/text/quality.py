@@ -270,8 +270,13 @@ def check_source(recipe_path: Path, index: int, src, resolve) -> None:
         if not model.is_file():
             continue   # the step names the missing file when it is built
         card = read_card(model)
-        covered_languages(card, model, cfg.type)
+        covered = covered_languages(card, model, cfg.type)
+        where = f"{recipe_path} sources[{index}].filters[{i}] ({cfg.type})"
+        thresholds = cfg.threshold if isinstance(getattr(cfg, "threshold", None), dict) else {}
+        if idle := sorted(k for k in thresholds if k != "default" and not is_covered(k, covered)):
+            raise RecipeError(f"{where}: threshold(s) for {idle}, but {card.get('name')!r} covers only "
+                              f"{sorted(covered)}: its documents of other languages are never scored; remove "
+                              f"those thresholds, or train the model on those languages")
         declared = declared_languages(src.filters, i)
         if declared is not None:
-            check_declared(f"{recipe_path} sources[{index}].filters[{i}] ({cfg.type})", src.name, cfg, model,
-                           card, declared)
+            check_declared(where, src.name, cfg, model, card, declared)

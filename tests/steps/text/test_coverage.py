@@ -204,3 +204,13 @@ def test_a_selection_on_a_score_that_pass_leaves_unset_is_refused(tmp_path):
         load_plan(recipe)
     recipe.write_text(recipe.read_text().replace(", uncovered_languages: pass", ""))
     assert load_plan(recipe).process   # refuse (the default) leaves no document unscored
+
+
+def test_a_threshold_for_a_language_the_model_does_not_cover_is_refused(tmp_path):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"id": "0", "text": EN}])
+    tox = f"{{type: toxicity, model: {TOXICITY}, threshold: {{en: 0.6, es: 0.4, default: 0.5}}}}"
+    recipe = make_recipe(tmp_path, {"s": [path]}, filters=f"[{tox}]")
+    with pytest.raises(RecipeError, match=r"threshold\(s\) for \['es'\].*covers only \['de', 'en'\].*never scored"):
+        load_plan(recipe)
+    recipe.write_text(recipe.read_text().replace(", es: 0.4", ""))
+    assert load_plan(recipe).process
