@@ -35,6 +35,8 @@ TABLES: dict[str, str] = {
     "pii": "one row per source x kind of personal data replaced",
     "optout": "one row per source: the retroactive robots.txt opt-out",
     "toxicity": "one row per source x language: the toxicity step's scores",
+    "classifier_languages": "one row per source x classifier step x language: what the model was trained and "
+                            "evaluated on (its card) and the documents it scored or did not cover",
     "captions": "one row per image source: caption checks and regenerations",
     "image_clusters": "one row per group of near-identical images",
     "audio_clusters": "one row per group of duplicate audio clips",
@@ -61,7 +63,8 @@ TABLES: dict[str, str] = {
     "robots_snapshots": "one row per robots.txt snapshot date the opt-out read",
     "domain_tokens": "one row per source x web domain of the page URL: documents and tokens in the source's "
                      "main shards (web_domain NULL: no usable page URL)",
-    "decisions": "one row per dropped or quarantined record: what removed it and why, with its evidence "
+    "decisions": "one row per dropped or quarantined record (and per record a step passed unjudged, "
+                 "outcome passed): what removed it and why, with its evidence "
                  "(stored in this file, so a copied ledger.duckdb answers per-document questions)",
 }
 
@@ -190,6 +193,17 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                "allowlist_would_remove": "records a strict allow-list would remove"},
     "toxicity": {"scored": "documents scored", "toxic": "documents dropped as toxic",
                  "toxic_share": "toxic / scored"},
+    "classifier_languages": {
+        "step": "the classifier step (toxicity, quality)", "model": "the model's name (its card)",
+        "covered": "the card covers the language (training documents of each label >= its min_documents)",
+        "train_positives": "training documents of the scored label (training split, before weights)",
+        "train_negatives": "training documents of the other label", "held_out_documents": "held-out documents",
+        "held_out_positives": "held-out documents of the scored label",
+        "held_out_precision": "held-out precision at 0.5 (null: undefined)",
+        "held_out_recall": "held-out recall at 0.5", "held_out_auc": "held-out ROC AUC (null: one label only)",
+        "scored": "documents of this source the step scored",
+        "not_covered": "documents not scored: language not covered (reason classifier_language_not_covered)",
+        "not_covered_outcome": "what happened to them: quarantined (uncovered_languages: refuse) or passed"},
     "captions": {"checked": "captions checked", "flagged": "captions quarantined by a check",
                  "regenerated": "captions regenerated", "regenerated_kept": "regenerated captions kept",
                  "regenerated_flagged": "regenerated captions flagged"},
@@ -232,7 +246,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                          "domains": "domains with a robots.txt in that snapshot"},
     "domain_tokens": {"web_domain": "registrable domain of the page URL (the host where it has none)",
                       "documents": "documents in the main shards", "tokens": "tokens in the main shards"},
-    "decisions": {"id": "record id", "outcome": "dropped or quarantined",
+    "decisions": {"id": "record id", "outcome": "dropped, quarantined, or passed (kept, "
+                  "the step's work not done on it, e.g. classifier_language_not_covered)",
                   "detail": "the evidence: the kept copy of a duplicate, its cluster, the matched benchmark item, "
                             "the robots.txt, the licence (at most 500 characters)"},
 }

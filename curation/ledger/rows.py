@@ -26,6 +26,8 @@ from curation.steps.compliance.domains import MATCH_RULES
 from curation.steps.compliance.licences import licence_decision
 from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
+from curation.steps.text.filters import coverage
+from curation.steps.text.filters.quality import read_card
 
 
 def optout_mode(plan: Plan, src) -> str:
@@ -130,6 +132,10 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
             rows[table] += more
         rows["domain_tokens"] += domain_rows(run, src.name, [_domains(markers[f"tokenize/{src.name}/{f.shard_id}"])
                                                              for f in files])
+        for name, _, cfg in coverage.classifier_filters(src):   # what each classifier knows, per language
+            notes = totals[name].notes if name in totals else {}
+            rows[coverage.TABLE] += coverage.coverage_rows(run, src.name, name, cfg,
+                                                           read_card(plan.recipe.resolve(cfg.model)), notes)
         for suffix in MODALITIES[src.modality].outputs(src):   # every merged shard set: the table sums to them
             pool = count_tokens_by_modality(Path(f"{source_prefix(out, src.name)}{suffix}"),
                                             plan.vocab.blocks, plan.vocab.reserved)

@@ -16,6 +16,7 @@ from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
 from curation.ledger.transparency import SCHEMAS as TRANSPARENCY
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
+from curation.steps.text.filters import coverage
 
 # Columns whose values describe one execution rather than its outputs: step timings, when and where the
 # run happened, the library versions it found. Left out of the manifests' ledger digests
@@ -95,6 +96,7 @@ CORE: dict[str, pa.Schema] = {
 
 def _contributed() -> dict[str, pa.Schema]:
     out = {name: schema for step in LEDGER_STEPS for name, schema in step.ledger_tables.items()}
+    out[coverage.TABLE] = coverage.SCHEMA   # rows from the classifiers' cards and counts (`build_rows`)
     out.update(ledger_schemas())
     out.update({m.ledger_table.name: m.ledger_table.schema for m in MODALITIES.values() if m.ledger_table})
     return out

@@ -24,6 +24,7 @@ from curation.plan.size import check_plan_size
 from curation.recipe import LoadedRecipe, load_recipe
 from curation.steps.compliance.optout import DEFAULT_AGENTS, OptOutIndex
 from curation.steps.registry import MODALITIES
+from curation.steps.text.filters.quality import check_source
 
 
 @dataclass
@@ -117,6 +118,8 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
 def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     r = loaded.recipe
     check_plan_size(r, {s: len(fs) for s, fs in loaded.inputs.items()}, str(loaded.path))   # before any node
+    for i, src in enumerate(r.sources):   # a classifier asked to judge a language its card does not cover
+        check_source(loaded.path, i, src, loaded.resolve)
     run = encode_settings(loaded, vocab)
     process = _process_nodes(loaded)
     ctx = PlanContext(loaded, process, {n.key: n for n in process})

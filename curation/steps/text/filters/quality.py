@@ -16,6 +16,8 @@ document's score does not depend on its batch.
 Language: from `meta["language"]` when an earlier `language` filter set it; otherwise the step runs
 the same language ID (the bundled lid.176.ftz, or `language_model:`) and sets `meta["language"]` and
 `meta["language_score"]` as the language filter would, so every scored record carries a language.
+A language the card does not cover is not scored (`curation.steps.text.filters.coverage`): the document is
+quarantined, or passed unscored where the filter says `uncovered_languages: pass`.
 """
 from __future__ import annotations
 
@@ -33,6 +35,14 @@ from curation.core.record import Record
 from curation.errors import RecipeError
 from curation.recipe.filters import Toxicity
 from curation.steps.base import BatchStep
+from curation.steps.text.filters.coverage import (
+    NOT_COVERED,
+    check_declared,
+    classifier_filters,
+    covered_languages,
+    declared_languages,
+    is_covered,
+)
 from curation.steps.text.filters.document import _load_fasttext, bundled_lid_model
 
 CARD_FORMAT = "curate-classifier-card/1"
@@ -145,7 +155,9 @@ class _ClassifierStep(BatchStep):
         super().__init__(on_error=cfg.on_error, **kw)
         self.cfg = cfg
         self.batch_size = cfg.batch_size
-        self.scorer, self.card = checked_scorer(self.name, _resolve(cfg.model, base_dir), list(cfg.labels))
+        model = _resolve(cfg.model, base_dir)
+        self.scorer, self.card = checked_scorer(self.name, model, list(cfg.labels))
+        self.covered = covered_languages(self.card, model, self.name)
         self._lid = _resolve(cfg.language_model, base_dir) if cfg.language_model else None
         if self._lid is not None and not self._lid.is_file():
             raise RecipeError(f"{self.name} step: language_model {self._lid} not found")
@@ -156,26 +168,46 @@ class _ClassifierStep(BatchStep):
             for r, (lang, score) in zip(missing, identify_languages([r.text for r in missing], self._lid)):
                 r.meta["language"], r.meta["language_score"] = lang, score
 
-    def _scores(self, batch: list[Record]) -> list[tuple[Record, float]]:
+    def _covers(self, record: Record) -> bool:
+        return is_covered(record.meta["language"], self.covered)
+
+    def _scores(self, batch: list[Record]) -> list[tuple[Record, float | None]]:
+        """(record, score) in batch order; the score is None for a language the card does not cover
+        (such a document is never scored: its score would mean nothing)."""
         try:
             self._language(batch)
-            return list(zip(batch, self.scorer.score([r.text for r in batch])))
+            judged = [r for r in batch if self._covers(r)]
+            scores = iter(self.scorer.score([r.text for r in judged]))
+            return [(r, next(scores) if self._covers(r) else None) for r in batch]
         except Exception:  # noqa: BLE001 - find the records at fault, one at a time
             kept = []
             for r in batch:
                 try:
                     self._language([r])
-                    kept.append((r, self.scorer.score([r.text])[0]))
+                    kept.append((r, self.scorer.score([r.text])[0] if self._covers(r) else None))
                 except Exception as exc:  # noqa: BLE001 - the on_error policy decides
                     self.fail(r, exc)
             return kept
+
+    def _not_covered(self, record: Record) -> bool:
+        """A document of a language outside the card: passed unscored or quarantined (`uncovered_languages`),
+        reason `classifier_language_not_covered`, counted as `not_covered:<lang>`."""
+        lang = record.meta["language"]
+        self.stats.notes[f"not_covered:{lang}"] += 1
+        detail = (f"language {lang!r} is not covered by model {self.card.get('name')!r} "
+                  f"(covers {sorted(self.covered)})")
+        if self.cfg.uncovered_languages == "pass":
+            self.sink.passed(step=self.name, record_id=record.id, reason=NOT_COVERED, detail=detail)
+            return True
+        self.quarantine(record.id, NOT_COVERED, detail, record.text)
+        return False
 
     def _decide(self, record: Record, score: float) -> bool:
         raise NotImplementedError
 
     def _flush(self, batch: list[Record]) -> Iterator[Record]:
         start = time.perf_counter()
-        kept = [r for r, s in self._scores(batch) if self._decide(r, s)]
+        kept = [r for r, s in self._scores(batch) if (self._not_covered(r) if s is None else self._decide(r, s))]
         self.stats.records_out += len(kept)
         self.stats.seconds += time.perf_counter() - start
         yield from kept
@@ -187,6 +219,7 @@ class QualityStep(_ClassifierStep):
 
     def _decide(self, record: Record, score: float) -> bool:
         record.meta[self.cfg.field] = score
+        self.stats.notes[f"scored:{record.meta['language']}"] += 1
         return True
 
 
@@ -228,3 +261,23 @@ class ToxicityStep(_ClassifierStep):
             self.drop(record, "toxic")
             return False
         return True
+
+
+def check_source(recipe_path: Path, index: int, src, resolve) -> None:
+    """Planning-time check of a source's classifier filters against their cards (`resolve`: a recipe path
+    to a file): a card without the `languages` block, or a declared language it does not cover, fails."""
+    for _, i, cfg in classifier_filters(src):
+        model = resolve(cfg.model)
+        if not model.is_file():
+            continue   # the step names the missing file when it is built
+        card = read_card(model)
+        covered = covered_languages(card, model, cfg.type)
+        where = f"{recipe_path} sources[{index}].filters[{i}] ({cfg.type})"
+        thresholds = cfg.threshold if isinstance(getattr(cfg, "threshold", None), dict) else {}
+        if idle := sorted(k for k in thresholds if k != "default" and not is_covered(k, covered)):
+            raise RecipeError(f"{where}: threshold(s) for {idle}, but {card.get('name')!r} covers only "
+                              f"{sorted(covered)}: its documents of other languages are never scored; remove "
+                              f"those thresholds, or train the model on those languages")
+        declared = declared_languages(src.filters, i)
+        if declared is not None:
+            check_declared(where, src.name, cfg, model, card, declared)
