@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -53,13 +54,17 @@ class ClassResult:
 
 
 def apportion(total: int, weights: list[float]) -> list[int]:
-    """Split `total` into integers in proportion to `weights` (largest remainder, ties: the earlier)."""
-    s = float(sum(weights))
+    """Split `total` into integers in proportion to `weights` (largest remainder, ties: the earlier).
+
+    Exact fractions of the weights as written (0.171 is 171/1000), so a tie in the recipe's numbers is a
+    tie here, not decided by float rounding."""
+    w = [Fraction(str(x)) if isinstance(x, float) else Fraction(int(x)) for x in weights]
+    s = sum(w)
     if total <= 0 or s <= 0:
-        return [0] * len(weights)
-    exact = [total * w / s for w in weights]
-    out = [int(np.floor(x)) for x in exact]
-    for i in sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))[:total - sum(out)]:
+        return [0] * len(w)
+    exact = [total * x / s for x in w]
+    out = [int(x) for x in exact]   # floor: every part is >= 0
+    for i in sorted(range(len(w)), key=lambda i: (-(exact[i] - out[i]), i))[:total - sum(out)]:
         out[i] += 1
     return out
 
