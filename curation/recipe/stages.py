@@ -148,8 +148,8 @@ class Stage(Strict):
     def training(self, index: int) -> dict:
         """What a trainer of this stage (the recipe's `index`-th) is told: the manifest's `training` section,
         and the ledger's `stages.training` (JSON) that verify holds the manifest to."""
-        out = {"stage_index": index, "targets": self.targets or ("all" if index == 0 else "text"),
-               "goldfish": self.goldfish.model_dump() if self.goldfish else None, "thinking": self.thinking}
+        out: dict = {"stage_index": index, "targets": self.targets or ("all" if index == 0 else "text"),
+                     "goldfish": self.goldfish.model_dump() if self.goldfish else None, "thinking": self.thinking}
         if self.extension is not None:   # the checkpoint this step continues (absent for other stages)
             out["start_from"] = self.extension.start_from
         return out
