@@ -78,6 +78,15 @@ CORE: dict[str, pa.Schema] = {
                           ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
                           ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
                           ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
+    # per long-context extension step and class (and its cooldown subsample, class "cooldown"): the tokens
+    # the recipe asks for, those drawn from native long documents and those topped up from short ones
+    # (`curation.mixture.extension`; Apertus 1.5 Table 5, Appendix F)
+    "lc_classes": pa.schema([("run", pa.string()), ("stage", pa.string()), ("start_from", pa.string()),
+                             ("seq_length", pa.int64()), ("class", pa.string()), ("share", pa.float64()),
+                             ("planned_tokens", pa.int64()), ("native_tokens", pa.int64()),
+                             ("topup_tokens", pa.int64()), ("realised_tokens", pa.int64()),
+                             ("documents", pa.int64()), ("native_lower", pa.int64()), ("native_upper", pa.int64()),
+                             ("topup_min", pa.int64()), ("topup_max", pa.int64()), ("sources", pa.string())]),
     # one row per task resubmitted after a system failure (curation.runtime.ray_executor): the node key,
     # the attempt that failed (1: the first run) and Ray's error class and first message line
     "task_retries": pa.schema([("run", pa.string()), ("node", pa.string()), ("attempt", pa.int32()),

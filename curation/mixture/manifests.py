@@ -56,7 +56,9 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
     the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
     # `reasoning: keep` (the default) is left out, so stages written before the setting existed keep their plans
     # nor is `handoff`: how Megatron receives the plan changes no plan
-    settings = stage.model_dump(mode="json", exclude={"handoff", *(("reasoning",) if stage.reasoning == "keep" else ())})
+    # nor an unset `extension` (stages written before the setting existed keep their plans)
+    settings = stage.model_dump(mode="json", exclude={"handoff", *(("reasoning",) if stage.reasoning == "keep" else ()),
+                                                      *(("extension",) if stage.extension is None else ())})
     return fingerprint({"stage": settings,
                         "sources": [[s["name"], s["epochs"], s["effective_tokens"],
                                      [f["sha256"] for f in s["files"]]] for s in sources]})
@@ -128,12 +130,18 @@ def _long_context(sp: StagePlan, mdir: Path) -> dict | None:
         return None
     pack_path = mdir / "plans" / sp.stage.name / "packing.npy"
     pack = save_array(pack_path, lc.packing)
-    return {"buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
-                         "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
-                         "documents": b.documents} for b in lc.buckets],
-            "sequences": lc.sequences, "fill": round(lc.fill, 6),
-            "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
-                        "columns": ["source index", "document index", "sequence"]}}
+    out = {"buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
+                        "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
+                        "documents": b.documents} for b in lc.buckets],
+           "sequences": lc.sequences, "fill": round(lc.fill, 6),
+           "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
+                       "columns": ["source index", "document index", "sequence"]}}
+    if sp.stage.extension is not None:   # an extension step: the checkpoint it continues, its classes
+        out["start_from"] = sp.stage.extension.start_from
+        out["classes"] = [{"class": c.name, "share": c.share, "planned_tokens": c.planned_tokens,
+                           "native_tokens": c.native_tokens, "topup_tokens": c.topup_tokens,
+                           "documents": c.documents} for c in sp.classes]
+    return out
 
 
 def _vocabulary(v) -> dict:
@@ -144,7 +152,7 @@ def _vocabulary(v) -> dict:
 
 def handoff_mode(recipe, stage) -> str:
     """The stage's Megatron hand-off mode: its own `handoff`, else the recipe's (long-context: packed)."""
-    return "packed" if stage.long_context is not None else (stage.handoff or recipe.handoff)
+    return "packed" if stage.packed_selection else (stage.handoff or recipe.handoff)
 
 
 def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,

@@ -73,8 +73,11 @@ _MESSAGES = {
 def _fingerprinted(recipe) -> dict:
     """The recipe's content for its fingerprint. An unset codec `device`/`precision` means the CPU float32
     encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
-    fingerprint (and every manifest naming it); a set one is in."""
+    fingerprint (and every manifest naming it); a set one is in. Likewise a stage's unset `extension`."""
     content = recipe.model_dump(mode="json")
+    for st in content.get("stages", []):
+        if st.get("extension") is None:   # unset: not an extension step, as before the setting existed
+            st.pop("extension", None)
     for src in content.get("sources", []):
         for block in (src.get("images"), src.get("audio")):
             for key in ("device", "precision"):

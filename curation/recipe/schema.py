@@ -61,6 +61,7 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     LongContext,
     MixtureEntry,
     Stage,
+    check_extension_steps,
 )
 from curation.recipe.transparency import Transparency
 
@@ -358,6 +359,8 @@ class Recipe(Strict):
             named = set(st.mixture or {})
             if st.long_context is not None:
                 named |= set(st.long_context.priority) | set(st.long_context.top_up)
+            if st.extension is not None:
+                named |= {s for c in st.extension.classes.values() for s in c.sources}
             unknown = sorted(named - names)
             if unknown:
                 raise ValueError(f"stage {st.name!r} mixes unknown source(s) {unknown}; sources: {sorted(names)}")
@@ -372,10 +375,11 @@ class Recipe(Strict):
             weighted = st.mixture is None or any(e.weight is not None for e in entries)
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
                 raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
+        check_extension_steps(self.stages)
         ab = self.ablation
         if ab is not None:
             stage = next((st for st in self.stages if st.name == ab.stage), None)
-            if stage is None or stage.long_context is not None or stage.budget_tokens is None:
+            if stage is None or stage.packed_selection or stage.budget_tokens is None:
                 raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
                                  f"long_context; stages: {[st.name for st in self.stages]}")
             for cand, mixture in ab.candidates.items():

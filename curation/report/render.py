@@ -17,6 +17,7 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_bytes
 from curation.ledger.environment import LIBRARIES
 from curation.report.ai_act import write_summary
+from curation.report.extension import extension_sections
 from curation.report.flow import flow_plot
 from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
@@ -115,7 +116,7 @@ def _figures(rows: dict, rdir: Path) -> list[tuple[str, str, Path]]:
 
 
 def _sections(rows: dict) -> list[Section]:
-    return [*mixture_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
+    return [*mixture_sections(rows), *extension_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
             *quality_sections(rows), *media_sections(rows), *consumed_sections(rows), *record_sections(rows),
             *retry_sections(rows)]
 
