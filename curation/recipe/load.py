@@ -73,8 +73,14 @@ _MESSAGES = {
 def _fingerprinted(recipe) -> dict:
     """The recipe's content for its fingerprint. An unset codec `device`/`precision` means the CPU float32
     encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
-    fingerprint (and every manifest naming it); a set one is in."""
+    fingerprint (and every manifest naming it); a set one is in. So are `trainers` left at Megatron's alone
+    (the recipe's) and unset (a stage's)."""
     content = recipe.model_dump(mode="json")
+    if content.get("trainers") == ["megatron"]:
+        content.pop("trainers")
+    for stage in content.get("stages", []):
+        if stage.get("trainers") is None:
+            stage.pop("trainers", None)
     for src in content.get("sources", []):
         for block in (src.get("images"), src.get("audio")):
             for key in ("device", "precision"):

@@ -61,6 +61,8 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     LongContext,
     MixtureEntry,
     Stage,
+    Trainer,
+    check_trainers,
 )
 
 
@@ -321,6 +323,14 @@ class Recipe(Strict):
     # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
     # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
     handoff: Literal["packed", "blend"] = "packed"
+    # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
+    # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
+    trainers: list[Trainer] = Field(default_factory=lambda: ["megatron"], min_length=1)
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[str]) -> list[str]:
+        return check_trainers(names)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
