@@ -63,6 +63,9 @@ def write_stage(names: list[str], st: StageInput) -> dict[str, dict]:
         old = handoff_dir(st.out, name, st.stage)
         if name not in sections and old.is_dir():
             shutil.rmtree(old)
+            for folder in (old.parent, old.parent.parent):   # handoff/<format>/, handoff/: left empty
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
     return sections
 
 

@@ -50,11 +50,11 @@ def tokenizer(vocab: dict) -> dict:
     return {"vocab_size": pad + 1, "eos_token_id": int(vocab["eod"]), "pad_token_id": pad, "bos_token_id": None}
 
 
-def part_sizes(sequences: int, seq_length: int, max_tokens: int = MAX_PART_TOKENS) -> list[int]:
-    """Sequences per file: as few files as hold `max_tokens` each, nearly equal."""
+def part_sizes(sequences: int, seq_length: int, max_tokens: int | None = None) -> list[int]:
+    """Sequences per file: as few files as hold `max_tokens` (default `MAX_PART_TOKENS`) each, nearly equal."""
     if sequences <= 0:
         return []
-    most = max(max_tokens // seq_length, 1)
+    most = max((max_tokens or MAX_PART_TOKENS) // seq_length, 1)
     n = -(-sequences // most)
     return [sequences // n + (1 if j < sequences % n else 0) for j in range(n)]
 
@@ -172,7 +172,7 @@ class OlmoCore:
                   "label_mask_paths": [where(p["label_mask"]) for p in section["parts"]],
                   "dtype": section["dtype"], "sequence_length": seq_length, "generate_doc_lengths": True,
                   "include_instance_metadata": False}
-        return {CONFIG: json.dumps(config, indent=1) + "\n"}
+        return {CONFIG: json.dumps(config, indent=1, sort_keys=True) + "\n"}   # as the manifest holds its keys
 
     def leaves(self, section: dict) -> list[str]:
         files = [p[key] for p in section["parts"] for key in ("tokens", "label_mask")]
