@@ -218,3 +218,40 @@ def test_olmo_core_draws_each_text_demo_stage_as_planned(text_run, tmp_path):
     shutil.rmtree(out / "handoff")                                      # the copy reads its own files only
     got = olmo_draws(manifest, tmp_path / "work-moved")
     assert got["drawn"] == got["planned"]
+
+
+@pytest.mark.slow
+def test_a_recipe_naming_olmo_core_writes_it_per_stage_verifies_it_and_drops_it_again(tmp_path):
+    """`curate run` with `trainers: [megatron, olmo_core]` (one stage overriding it with Megatron alone): the
+    manifest lists the section only where it is written, `verify` checks it, and a re-run without it removes
+    the files and writes the manifests a recipe that never named it writes."""
+    from curation.commands.run import run
+    from curation.mixture.verify import verify_manifest
+    from tests.conftest import VOCAB as DEMO_VOCAB
+    from tests.conftest import write_jsonl
+
+    docs = write_jsonl(tmp_path / "docs.jsonl", [{"id": f"d{i}", "text": f"Document {i} about rivers, hills and "
+                                                  f"the weather in spring, number {i}. " * 12} for i in range(12)])
+    body = f"""name: tiny
+vocabulary: {DEMO_VOCAB}
+stages: [{{name: a, seq_length: 256}}, {{name: b, seq_length: 128, trainers: [megatron]}}]
+sources:
+  - {{name: web, license: MIT, input: {{paths: [{docs}], id_field: id}}}}
+"""
+    (tmp_path / "olmo.yaml").write_text("trainers: [megatron, olmo_core]\n" + body)
+    (tmp_path / "plain.yaml").write_text(body)
+    res = run(tmp_path / "olmo.yaml", tmp_path / "out", progress=False)
+    a, b = (json.loads(p.read_text()) for p in res.manifests)
+    assert "olmo_core" in a and "olmo_core" not in b
+    assert sorted(p.name for p in (tmp_path / "out" / "handoff" / "olmo_core").iterdir()) == ["a"]
+    assert any(line.startswith("olmo_core hand-off: 1 part(s)") for line in verify_manifest(res.manifests[0]))
+    assert [d["drawn_tokens"] for d in a["olmo_core"]["draws"]] == [d["planned_tokens"] for d in a["olmo_core"]["draws"]]
+    if OLMO is None:
+        from tests.olmo_draws import olmo_draws
+        got = olmo_draws(res.manifests[0], tmp_path / "work")
+        assert got["drawn"] == got["planned"]
+    again = run(tmp_path / "plain.yaml", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "handoff").exists()
+    assert all("olmo_core" not in json.loads(p.read_text()) for p in again.manifests)
+    fresh = run(tmp_path / "plain.yaml", tmp_path / "fresh", progress=False)
+    assert [p.read_bytes() for p in again.manifests] == [p.read_bytes() for p in fresh.manifests]
