@@ -7,7 +7,8 @@ epoch. So the stage's sequences (`curation.mixture.sequences`: the plan's occurr
 order, or a long-context stage's bins, each `seq_length` tokens) are written back to back: instance k
 *is* sequence k, and one epoch draws every planned token exactly once. No label token follows a
 sequence (OLMo-core shifts labels inside an instance, so a document cut by a sequence boundary loses
-that one target, as in any fixed-length trainer).
+that one target, as in any fixed-length trainer). Its loader leaves out the last `instances % B` instances
+of an epoch for a global batch of B instances: a B that divides the section's `instances` draws the plan.
 
 - `part-NNN.npy`: the ids in the dtype OLMo-core infers from the vocabulary size
   (`shards.formats.smallest_uint`: uint32 for 266,752 ids), at most `MAX_PART_TOKENS` per file.
@@ -115,7 +116,7 @@ def lay_out(sequences, sizes: list[int], dtype: np.dtype, seq_length: int,
     return [(s.hashes[0].hexdigest(), s.hashes[1].hexdigest()) for s in sinks], held
 
 
-def stage_sequences_count(stage_sources: list[dict], packing: np.ndarray | None, seq_length: int) -> int:
+def sequence_count(stage_sources: list[dict], packing: np.ndarray | None, seq_length: int) -> int:
     """The stage's sequences: the long-context bins, or its planned tokens in sequences of `seq_length`."""
     if packing is not None:
         return int(packing[:, 2].max()) + 1 if len(packing) else 0
@@ -141,14 +142,13 @@ class OlmoCore:
         hdir.mkdir(parents=True, exist_ok=True)
         tok = tokenizer(st.vocab)
         dtype = smallest_uint(tok["vocab_size"])
-        sizes = part_sizes(stage_sequences_count(st.sources, st.packing, st.seq_length), st.seq_length)
-        _, held = lay_out(st.sequences(tok["pad_token_id"]), sizes, dtype, st.seq_length, hdir)
+        sizes = part_sizes(sequence_count(st.sources, st.packing, st.seq_length), st.seq_length)
+        shas, held = lay_out(st.sequences(tok["pad_token_id"]), sizes, dtype, st.seq_length, hdir)
         parts = []
-        for j, k in enumerate(sizes):
+        for j, (k, sha) in enumerate(zip(sizes, shas)):   # the digests of what was written, not read back
             tokens, mask = hdir / f"part-{j:03d}.npy", hdir / f"part-{j:03d}.mask.npy"
-            parts.append({"instances": k, **{key: {"path": _rel(p, st.mdir), "bytes": p.stat().st_size,
-                                                   "sha256": sha256_file(p)}
-                                             for key, p in (("tokens", tokens), ("label_mask", mask))}})
+            parts.append({"instances": k, **{key: {"path": _rel(p, st.mdir), "bytes": p.stat().st_size, "sha256": h}
+                                             for key, p, h in (("tokens", tokens, sha[0]), ("label_mask", mask, sha[1]))}})
         section = {"dir": _rel(hdir, st.out), "dataset": CONFIG_CLASS.rpartition(".")[2], "tokenizer": tok,
                    "dtype": dtype.name, "sequence_length": st.seq_length, "instances": sum(sizes), "parts": parts,
                    "draws": _draws(st.sources, held)}
@@ -196,7 +196,7 @@ class OlmoCore:
         try:
             packing = (np.load(base / m["long_context"]["packing"]["path"], allow_pickle=False)
                        if m.get("long_context") else None)
-            sizes = part_sizes(stage_sequences_count(m["sources"], packing, seq), seq)
+            sizes = part_sizes(sequence_count(m["sources"], packing, seq), seq)
             want, held = lay_out(stage_sequences(base, m["sources"], m["stage_fingerprint"], seq,
                                                  tok["pad_token_id"], packing), sizes, np.dtype(sec["dtype"]), seq, None)
         except (OSError, ValueError, IndexError, KeyError, TypeError) as e:
