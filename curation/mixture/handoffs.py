@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 from curation.core.atomic import atomic_write_bytes
 from curation.core.layout import handoff_dir
@@ -24,6 +25,7 @@ from curation.shards.formats import StageInput, TrainerFormat, text_digest
 class Megatron:
     """`TrainerFormat` for Megatron-LM's indexed datasets (`curation.mixture.megatron`), packed or blend."""
     name = "megatron"
+    fields: ClassVar[dict] = {}        # checked with the rest of the manifest (`manifest_schema.MEGATRON`)
 
     def write(self, st: StageInput) -> dict:
         return write_handoff(st.out, st.mdir, st.stage, st.seq_length, st.sources, st.packing, st.vocab, st.root,
@@ -69,16 +71,36 @@ def write_stage(names: list[str], st: StageInput) -> dict[str, dict]:
     return sections
 
 
+def malformed(f: TrainerFormat, section: dict) -> list[str]:
+    """The section's missing or mistyped fields (`TrainerFormat.fields`), as messages."""
+    return [f"manifest field `{f.name}.{k}` is missing" if k not in section else
+            f"manifest field `{f.name}.{k}` is not {getattr(t, '__name__', t)}"
+            for k, t in f.fields.items() if not isinstance(section.get(k), t)]
+
+
 def leaves(m: dict) -> list[str]:
-    """`path:sha256` of every hand-off file of every format in the manifest (for its Merkle root)."""
-    return [leaf for f, section in written(m) for leaf in f.leaves(section)]
+    """`path:sha256` of every hand-off file of every format in the manifest (for its Merkle root); a malformed
+    section has none (its problems are `check`'s, and the root no longer recomputes)."""
+    out = []
+    for f, section in written(m):
+        try:
+            out += [] if malformed(f, section) else f.leaves(section)
+        except (KeyError, TypeError):
+            continue
+    return out
 
 
 def check(m: dict, base: Path, check_location: bool) -> tuple[list[str], list[str]]:
     """(problems, one line per format without any) of every format the manifest holds."""
     problems, ok = [], []
     for f, section in written(m):
-        found = f.check(m, base, check_location)
+        found = malformed(f, section)
+        if not found:
+            try:
+                found = f.check(m, base, check_location)
+            except (KeyError, TypeError, AttributeError) as e:     # a field inside the section
+                found = [f"{f.name}: the manifest's section is malformed ({type(e).__name__}: {e}); re-run "
+                         f"`curate run` to write it"]
         problems += found
         if not found:
             ok.append(f.summary(section, m["seq_length"]))

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -136,6 +137,8 @@ def _draws(sources: list[dict], held: dict[int, int]) -> list[dict]:
 class OlmoCore:
     """`TrainerFormat` for OLMo-core's numpy fixed-sequence-length dataset."""
     name = NAME
+    fields: ClassVar[dict] = {"dir": str, "dataset": str, "tokenizer": dict, "dtype": str, "sequence_length": int,
+                              "instances": int, "parts": list, "draws": list, "files": dict}
 
     def write(self, st: StageInput) -> dict:
         hdir = handoff_dir(st.out, NAME, st.stage)

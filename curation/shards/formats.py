@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -48,6 +48,9 @@ class TrainerFormat(Protocol):
     """A trainer's format: write a stage, list what it wrote, count what the trainer draws, check it."""
 
     name: str   # the recipe's spelling and the manifest section's key
+    # the section's fields and their types, checked before anything reads them (a hand-edited manifest
+    # gets a message naming the field, never a traceback)
+    fields: ClassVar[dict[str, type | tuple[type, ...]]]
 
     def write(self, stage: StageInput) -> dict:
         """Write the stage's files under `OUT/<folder>/<stage>/`; return the manifest section: `draws` (per

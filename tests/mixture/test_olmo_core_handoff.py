@@ -93,6 +93,14 @@ def test_verify_names_a_changed_part_an_edited_config_and_a_moved_folder(tmp_pat
     assert OlmoCore().check(m, base, False) == []                       # a trainer reading the manifest only
     m["olmo_core"]["draws"][0]["drawn_tokens"] += 1
     assert any("olmo_core.draws" in p for p in OlmoCore().check(m, base, False))
+    del m["olmo_core"]["parts"]
+    m["olmo_core"]["instances"] = "3"
+    assert check(m, base, False)[0][-2:] == ["manifest field `olmo_core.instances` is not int",
+                                            "manifest field `olmo_core.parts` is missing"]
+    assert not any("handoff/olmo_core" in leaf for leaf in leaves(m))
+    m["olmo_core"]["parts"] = [{"instances": 3}]
+    m["olmo_core"]["instances"] = 3
+    assert any("section is malformed (KeyError" in p for p in check(m, base, False)[0])
 
 
 def test_a_long_context_stage_is_its_bins_each_padded_and_masked(tmp_path):
