@@ -326,11 +326,6 @@ class Recipe(Strict):
     # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
     # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
     trainers: list[Trainer] = Field(default_factory=lambda: ["megatron"], min_length=1)
-
-    @field_validator("trainers")
-    @classmethod
-    def _trainers(cls, names: list[str]) -> list[str]:
-        return check_trainers(names)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
@@ -347,6 +342,11 @@ class Recipe(Strict):
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
         return sources
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[str]) -> list[str]:
+        return check_trainers(names)
 
     @field_validator("stages")
     @classmethod
