@@ -2,7 +2,8 @@
 
 A stage's plan is one list of training sequences (`curation.mixture.sequences`: which tokens, in which
 order, each with the planned tokens it holds per source). A trainer format only says how they lie on disk
-for its trainer and what the trainer is told to read them. Every format is an object with the methods of
+for its trainer and what the trainer is told to read them. The protocol lives here, below the planner, and
+imports nothing of it: the planner hands a format its stage's sequences (`StageInput.sequences`). Every format is an object with the methods of
 `TrainerFormat`, registered by name in `curation.mixture.handoffs.FORMATS` (the recipe's `trainers:`
 names them); the manifest carries one section per format under that name, and `curate verify`, the Merkle
 root and `verify --relocate` reach each format only through these methods. Today: `megatron` (Megatron
@@ -53,8 +54,9 @@ class TrainerFormat(Protocol):
     fields: ClassVar[dict[str, type | tuple[type, ...]]]
 
     def write(self, stage: StageInput) -> dict:
-        """Write the stage's files under `OUT/<folder>/<stage>/`; return the manifest section: `draws` (per
-        planned source, `{"name", "planned_tokens", "drawn_tokens"}`) and `files` (as the module says) at least."""
+        """Write the stage's files under `core.layout.handoff_dir(out, name, stage)` (Megatron's: `OUT/megatron/
+        <stage>/`); return the manifest section: `draws` (per planned source, `{"name", "planned_tokens",
+        "drawn_tokens"}`: what the trainer draws of the plan) and `files` (as the module says) at least."""
         ...
 
     def leaves(self, section: dict) -> list[str]:
