@@ -31,7 +31,7 @@ from curation.classify.spec import load_spec
 from curation.core.atomic import atomic_write_bytes, atomic_write_json
 from curation.core.hashing import sha256_file
 from curation.errors import CurateError
-from curation.steps.text.quality import (
+from curation.steps.text.filters.quality import (
     CARD_FORMAT,
     PREPROCESS,
     FastTextScorer,

@@ -63,6 +63,7 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Stage,
     Trainer,
     check_trainers,
+    default_trainers,
 )
 
 
@@ -325,7 +326,7 @@ class Recipe(Strict):
     handoff: Literal["packed", "blend"] = "packed"
     # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
     # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
-    trainers: list[Trainer] = Field(default_factory=lambda: ["megatron"], min_length=1)
+    trainers: list[Trainer] = Field(default_factory=default_trainers, min_length=1)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
@@ -345,8 +346,9 @@ class Recipe(Strict):
 
     @field_validator("trainers")
     @classmethod
-    def _trainers(cls, names: list[str]) -> list[str]:
-        return check_trainers(names)
+    def _trainers(cls, names: list[Trainer]) -> list[Trainer]:
+        check_trainers(names)
+        return names
 
     @field_validator("stages")
     @classmethod

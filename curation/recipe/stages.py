@@ -19,7 +19,11 @@ from curation.recipe.limits import (
 Trainer = Literal["megatron", "olmo_core"]
 
 
-def check_trainers(names: list[str] | None) -> list[str] | None:
+def default_trainers() -> list[Trainer]:
+    return ["megatron"]
+
+
+def check_trainers(names: list[Trainer] | None) -> list[Trainer] | None:
     """`trainers` names each format once and names megatron (every stage is written for it: the manifest's
     `samples` and `blend` are its)."""
     if names is None:
@@ -102,7 +106,7 @@ class Stage(Strict):
 
     @field_validator("trainers")
     @classmethod
-    def _trainers(cls, names: list[str] | None) -> list[str] | None:
+    def _trainers(cls, names: list[Trainer] | None) -> list[Trainer] | None:
         return check_trainers(names)
 
     def training(self, index: int) -> dict:

@@ -90,7 +90,7 @@ def bench_scoring(docs, languages, repeat: int) -> dict:
 
     from curation.core.record import Record
     from curation.recipe.filters import QualityScore
-    from curation.steps.text.quality import QualityStep
+    from curation.steps.text.filters.quality import QualityStep
 
     def ours(lid: bool):
         step = QualityStep(QualityScore(type="quality", model=str(MODEL)))
@@ -210,7 +210,7 @@ def main() -> None:
         REPORT.write_text("\n".join(L))
         print("\n".join(L))
         return
-    from curation.steps.text.quality import identify_languages
+    from curation.steps.text.filters.quality import identify_languages
     docs = load_corpus()
     languages = [lang for lang, _ in identify_languages([t for t, _ in docs])]
     train = bench_training(repeat)

@@ -10,7 +10,7 @@ from curation.classify import load_spec, train_classifier
 from curation.commands.cli import main
 from curation.core.hashing import sha256_file
 from curation.errors import RecipeError
-from curation.steps.text.quality import FastTextScorer, card_path
+from curation.steps.text.filters.quality import FastTextScorer, card_path
 
 
 @pytest.mark.slow

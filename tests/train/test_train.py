@@ -198,7 +198,7 @@ def test_curate_train_applies_the_conversation_mask_of_whole_documents(tmp_path)
     from curation.train.chat_mask import ConversationMask
     from tests.chats import vocab_dict
     from tests.conftest import VOCAB, write_jsonl
-    from tests.steps.text.test_chat import FULL
+    from tests.steps.conversation.test_chat import FULL
     legacy = [{"role": "user", "content": "What is two plus two?"},
               {"role": "assistant", "content": "Let me check with the calculator."},
               {"role": "tool", "content": "4"}, {"role": "assistant", "content": "It is four."}]

@@ -1,7 +1,7 @@
 """Synthetic verifiable long-context tasks built from one long document (Apertus 1.5 section 3.3).
 
 Each document of a source with `synthetic_tasks:` becomes one training example of one task, injected as
-Q&A turns and rendered in the chat template (`curation.steps.text.chat`):
+Q&A turns and rendered in the chat template (`curation.steps.conversation.chat`):
 
 - `cwe`, common-word extraction: how often does each of several sampled words occur in the document?
   A word is a maximal run of letters (`str.isalpha`), compared lower-cased. The document is plain text
@@ -149,7 +149,7 @@ def docorder(text: str, n: int, rng: np.random.Generator, fmt: int) -> Task:
 
 def needles(text: str, n: int, rng: np.random.Generator, fmt: int, distractors: int = 6) -> Task:
     paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()] or [text]
-    names = [f"{f} {l}" for f in _FIRST for l in _LAST]
+    names = [f"{first} {last}" for first in _FIRST for last in _LAST]
     total = n + distractors
     chosen = [names[i] for i in rng.choice(len(names), size=total, replace=False)]
     codes = [int(c) for c in rng.choice(900_000, size=total, replace=False) + 100_000]
