@@ -61,7 +61,10 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     LongContext,
     MixtureEntry,
     Stage,
+    Trainer,
     check_extension_steps,
+    check_trainers,
+    default_trainers,
 )
 from curation.recipe.transparency import Transparency
 
@@ -323,6 +326,9 @@ class Recipe(Strict):
     # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
     # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
     handoff: Literal["packed", "blend"] = "packed"
+    # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
+    # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
+    trainers: list[Trainer] = Field(default_factory=default_trainers, min_length=1)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
@@ -342,6 +348,12 @@ class Recipe(Strict):
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
         return sources
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[Trainer]) -> list[Trainer]:
+        check_trainers(names)
+        return names
 
     @field_validator("stages")
     @classmethod

@@ -15,6 +15,27 @@ from curation.recipe.limits import (
     MAX_WEIGHT,
 )
 
+# the trainer formats a recipe may name (`trainers:`), each one registered in `curation.mixture.handoffs.FORMATS`
+# (a test keeps the two in step)
+Trainer = Literal["megatron", "olmo_core"]
+
+
+def default_trainers() -> list[Trainer]:
+    return ["megatron"]
+
+
+def check_trainers(names: list[Trainer] | None) -> list[Trainer] | None:
+    """`trainers` names each format once and names megatron (every stage is written for it: the manifest's
+    `samples` and `blend` are its)."""
+    if names is None:
+        return names
+    if len(set(names)) != len(names):
+        raise ValueError(f"trainers {names} names a format twice; name each once")
+    if "megatron" not in names:
+        raise ValueError(f"trainers {names} must include megatron: every stage is written for Megatron-LM (the "
+                         f"manifest's samples and blend are its); write e.g. trainers: [megatron, {names[0]}]")
+    return names
+
 
 class MixtureEntry(Strict):
     """How one source enters one stage: a blending weight or a fixed epoch count (0 = excluded)."""
@@ -144,6 +165,14 @@ class Stage(Strict):
     # `--train-samples` draws exactly once, or a `blend` of per-source prefixes Megatron samples itself;
     # unset: the recipe's `handoff`. It changes no plan, so the stage fingerprint leaves it out.
     handoff: Literal["packed", "blend"] | None = None
+    # the trainer formats the stage is written in (`curation.mixture.handoffs.FORMATS`; megatron always);
+    # unset: the recipe's `trainers`. Like `handoff`, it changes no plan
+    trainers: list[Trainer] | None = Field(default=None, min_length=1)
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[Trainer] | None) -> list[Trainer] | None:
+        return check_trainers(names)
 
     def training(self, index: int) -> dict:
         """What a trainer of this stage (the recipe's `index`-th) is told: the manifest's `training` section,

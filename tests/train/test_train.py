@@ -19,7 +19,7 @@ TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8,
 @pytest.fixture()
 def demo_copy(text_run, tmp_path):
     """A private copy of the demo output (training writes into its ledger)."""
-    from curation.mixture.megatron import relocate_handoff
+    from curation.mixture.handoffs import relocate_handoff
     out = tmp_path / "demo"
     shutil.copytree(text_run.out, out, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (out / "manifests").glob("*.json"):
