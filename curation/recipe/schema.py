@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.compliance import (  # part of the schema
@@ -328,7 +328,8 @@ class Recipe(Strict):
     handoff: Literal["packed", "blend"] = "packed"
     # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
     # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
-    trainers: list[Trainer] = Field(default_factory=default_trainers, min_length=1)
+    trainers: Annotated[list[Trainer], AfterValidator(check_trainers)] = Field(default_factory=default_trainers,
+                                                                               min_length=1)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
@@ -348,12 +349,6 @@ class Recipe(Strict):
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
         return sources
-
-    @field_validator("trainers")
-    @classmethod
-    def _trainers(cls, names: list[Trainer]) -> list[Trainer]:
-        check_trainers(names)
-        return names
 
     @field_validator("stages")
     @classmethod
