@@ -206,7 +206,9 @@ class MinHashPhase(CorpusPhase):
                                                            "settle": settle.fingerprint, **survivor}),
                         deps=[n.key for n in [settle, *prev, *signatures, *process]],   # labels, sizes, ids, scores
                         spec={**band_spec, "part": q}) for q in range(parts)]
-        clusters = Node("clusters", None, None, fp({"phase": "clusters", "parts": [n.fingerprint for n in resolve]}),
+        # what it writes is a function of the band edges and the survivor rule alone, however many partitions
+        # cluster them, so its fingerprint covers exactly those (as when one task clustered every edge)
+        clusters = Node("clusters", None, None, fp({"phase": "clusters", "bands": bands_fp, **survivor}),
                         deps=[n.key for n in resolve], spec=band_spec)
         return [scatter, *rounds, [settle], resolve, [clusters]]
 
