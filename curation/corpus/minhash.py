@@ -5,11 +5,14 @@
                                shuffle by band hash: a task holds 1/parts
                                of one band column): documents sharing a
                                bucket become edges to the bucket's first   → edges/<b>-<p>.npy
-    clusters                   connected components over the documents
-                               that have an edge (memory follows the
-                               duplicates, not the corpus); one survivor
-                               per component is kept                       → drops/, duplicates.parquet,
+    cc_scatter, cc_round,      connected components over the documents
+    cc_settle, cc_resolve      that have an edge, in `partitions` hash
+                               partitions of the documents (each task holds
+                               about 1/parts of the edges); one survivor
+                               per component is kept                       → work/minhash/cc/
+    clusters                   the resolved parts, assembled               → drops/, duplicates.parquet,
                                                                              clusters.parquet, params.json
+    (`curation.corpus.minhash_cc`)
 
 Global index = position in canonical order (recipe source order, shard, row). Survivor rules
 (`dedup.minhash.keep`): `earliest` keeps the component's minimum ("earliest source priority, then
