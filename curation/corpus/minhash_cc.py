@@ -48,8 +48,9 @@ from curation.core.partitioned_graph import (
 )
 from curation.errors import RecipeError
 
-CC_ROUNDS = 3       # rounds planned as tasks; the settle task runs any further ones (near-duplicate graphs
-                    # settle in 2, the second one finding nothing to change: tests/corpus/test_minhash_cc.py)
+CC_ROUNDS = 2       # rounds planned as tasks; the settle task runs any further ones. Band edges are stars
+                    # around each bucket's first document: round 1 labels them, round 2 finds nothing to
+                    # change (reports/benchmarks/cc.md, 100k and 300k documents, 1 and 8 partitions)
 CLUSTER_SCHEMA = pa.schema(CLUSTER_COLUMNS)
 DUPLICATES = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("cluster", pa.string())])
 DUP_PART = pa.schema([("node", pa.int64()), *DUPLICATES])

@@ -165,7 +165,7 @@ def test_the_settle_task_runs_the_rounds_the_plan_lacks_and_stops_at_the_limit(t
     dups, clusters, _ = written(tmp_path)
     assert len(clusters) == 1 and clusters[0]["size"] == total and len(dups) == total - 1
     monkeypatch.setattr(minhash_cc, "MAX_ROUNDS", minhash_cc.CC_ROUNDS + 1)
-    with pytest.raises(NotConverged, match="did not settle in 4 rounds over 8 partitions"):
+    with pytest.raises(NotConverged, match=f"did not settle in {minhash_cc.CC_ROUNDS + 1} rounds over 8 partitions"):
         run_phase(tmp_path / "again", MinHashDedup(partitions=8), chain, rng)
 
 
