@@ -11,6 +11,11 @@ a `ledger.duckdb` copied or mailed alone still answers "why did document X leave
 `decisions/` would name this machine's absolute path: DuckDB resolves a view's relative path against the
 reader's working directory, not the database file).
 
+A table that grows with the corpus (near-duplicate clusters, removed documents) comes as `PartRows`: the
+Parquet files its task wrote. DuckDB copies those rows into `ledger.duckdb` and from there into the table's
+Parquet file, in the parts' order, with its memory bounded (`DUCKDB_MEMORY`; sorts spill to disk), so the
+driver holds none of them whatever the corpus size.
+
 The file is written in DuckDB's storage format v1.1.0 (`STORAGE_FORMAT`): the oldest duckdb that
 `pyproject.toml` allows (1.1) opens it, whichever newer duckdb wrote it (by default duckdb 1.2+ writes
 its own newest format, which older readers refuse). Every table, view and column carries a `COMMENT ON`
