@@ -124,6 +124,7 @@ def open_new(path: Path, spill: Path | None = None):
         con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
         con.execute(f"SET threads = {DUCKDB_THREADS}")
         con.execute("SET preserve_insertion_order = true")   # tables and copies keep the rows' order
+        con.execute("SET enable_progress_bar = false")        # a long copy prints nothing on the run's terminal
         if spill is not None:
             con.execute(f"SET temp_directory = {_sql_str(spill)}")
         con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS ledger (STORAGE_VERSION '{STORAGE_FORMAT}')")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -18,6 +19,7 @@ from curation.ledger.schema import SCHEMAS
 from curation.ledger.store import write_ledger
 from curation.mixture.merkle import duckdb_digests, rows_digest, table_digest
 
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = SCHEMAS["clusters"].names   # run, cluster, kept_source, kept_id, size, members, sources
 
 
@@ -113,3 +115,55 @@ def test_rows_are_hashed_as_the_json_list_they_make():
         blob = json.dumps([{k: v for k, v in r.items() if k != "seconds"} for r in some], sort_keys=True,
                           separators=(",", ":"), ensure_ascii=False, default=str)
         assert rows_digest(iter(some)) == rows_digest(some) == hashlib.sha256(blob.encode()).hexdigest()
+
+
+PROBE = r"""
+import json, resource, sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from curation.core.parts import PartRows
+from curation.ledger import store
+from curation.ledger.schema import SCHEMAS
+
+store.DUCKDB_MEMORY = "64MB"
+out, n = Path(sys.argv[1]), int(sys.argv[2])
+cols = SCHEMAS["clusters"].names
+
+def part(name, count):
+    path = out / "work" / f"{name}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = pq.ParquetWriter(path, SCHEMAS["clusters"].remove(0))
+    for start in range(0, count, 10000):
+        ids = [f"{i:08d}" for i in range(start, min(count, start + 10000))]
+        w.write_table(pa.table({"cluster": [f"web/{i}" for i in ids], "kept_source": ["web"] * len(ids),
+                                "kept_id": ids, "size": [3] * len(ids), "members": [[i, i + "b", i + "c"] for i in ids],
+                                "sources": [["web"]] * len(ids)}, schema=w.schema))
+    w.close()
+    return PartRows([path], cols, {"run": "r"})
+
+store.write_ledger({"clusters": part("warm", 5000)}, out / "warm")   # duckdb, pyarrow and the schemas loaded
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+store.write_ledger({"clusters": part("big", n)}, out / "big")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"growth_mb": (after - before) / 1024, "rows": pq.read_metadata(out / "big" / "clusters.parquet").num_rows}))
+"""
+
+
+def _ledger_growth(tmp_path, n: int) -> dict:
+    import subprocess
+    import sys
+
+    folder = tmp_path / f"n{n}"
+    folder.mkdir()
+    done = subprocess.run([sys.executable, "-c", PROBE, str(folder), str(n)], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_driver_memory_to_write_a_part_table_does_not_grow_with_its_rows(tmp_path):
+    """Writing a ledger table of 400,000 clusters from its part file costs the process at most DuckDB's memory
+    limit (64 MB here) more than 40,000 do: as Python rows, the 400,000 take about 480 MB more (measured)."""
+    small, big = _ledger_growth(tmp_path, 40_000), _ledger_growth(tmp_path, 400_000)
+    assert big["rows"] == 400_000
+    assert big["growth_mb"] < small["growth_mb"] + 64, (small, big)
