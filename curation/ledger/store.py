@@ -83,6 +83,10 @@ def write_ledger(rows: dict[str, list[dict] | PartRows], ledger_dir: Path) -> Pa
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet({_sql_str(path)})")
             if name in parts:
                 con.execute(f"INSERT INTO {name} {parts_select(parts[name])}")
+                copied, listed = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0], len(parts[name])
+                if copied != listed:   # every part's rows, none lost to a path DuckDB spells another way
+                    raise CurateError(f"ledger table {name}: copied {copied} rows from {len(parts[name].paths)} "
+                                      f"part file(s) holding {listed}; re-run `curate run` to rewrite the ledger")
                 written = path.with_name(path.name + ".tmp")
                 con.execute(f"COPY {name} TO {_sql_str(written)} (FORMAT parquet, COMPRESSION zstd)")
                 os.replace(written, path)
