@@ -1,6 +1,6 @@
 """The finish phase alone (ledger, manifests, report) on a completed output folder: every task is already
 done, so `curate run` runs only the driver's finish. Prints one JSON line: its wall seconds and the driver's
-peak RSS while it ran (ru_maxrss after it; the start phase's peak, taken before, is lower). Which curate runs
+peak RSS while it ran (VmHWM, reset when the finish starts: the start phase's peak is left out). Which curate runs
 is whichever `curation` the interpreter imports, so two versions compare on the same folder and load:
 
     python tests/benchmarks/bench_finish.py RECIPE OUT this-branch
@@ -30,13 +30,16 @@ def measure(recipe: str, out: str, label: str) -> dict:
     orig, seen = R._finish, {}
 
     def timed(*a, **k):
-        seen["rss_before_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        seen["rss_before_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        # Linux: writing 5 to clear_refs resets the high-water mark (VmHWM), so the peak is the finish's own
+        Path("/proc/self/clear_refs").write_text("5")
         t = time.perf_counter()
         try:
             return orig(*a, **k)
         finally:
             seen["finish_s"] = round(time.perf_counter() - t, 2)
-            seen["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            status = Path("/proc/self/status").read_text()
+            seen["peak_mb"] = round(int(status.split("VmHWM:")[1].split()[0]) / 1024, 1)
 
     R._finish = timed
     res = R.run(recipe, out, executor="local", progress=False)
@@ -63,7 +66,7 @@ def ab(base: str, sizes: list[int], work: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import compare_outputs
     import scale_report
-    from bench_scale import RESULTS, load_results, save_results
+    from bench_scale import RESULTS, load_results
 
     results = load_results(RESULTS)
     section = results.setdefault("finish", {"sizes": {}})
@@ -71,8 +74,8 @@ def ab(base: str, sizes: list[int], work: Path) -> None:
         "Each kept `bench_scale.py` output folder (`--keep`, this code's run) finished again with every task "
         "complete, so only the driver's finish runs (`--executor local`): first by the base commit's code, "
         "then by this code, one after the other under the same load (`tests/benchmarks/bench_finish.py --ab "
-        "BASE --sizes ...`). Driver peak: the process's RSS high-water mark at the end of the finish (the "
-        "start phase's, lower, comes first). The base code counts and hashes every merged shard and holds the "
+        "BASE --sizes ...`). Driver peak: the process's RSS high-water mark (VmHWM) over the finish alone "
+        "(reset as it starts). The base code counts and hashes every merged shard and holds the "
         "cluster tables as Python rows; this code reads the merge markers and lets DuckDB copy the tables.")
     for n in sizes:
         recipe, out = work / f"scale-corpus-{n}.yaml", work / f"out-{n}-ray"
@@ -91,7 +94,8 @@ def ab(base: str, sizes: list[int], work: Path) -> None:
         section["sizes"][str(n)] = {**rows, "base": first, "branch": second, "identical": True,
                                     "load": f"{os.getloadavg()[0]:.1f}"}
         print(n, json.dumps(section["sizes"][str(n)]), flush=True)
-        save_results(results, RESULTS)
+        # not `save_results`: it dates the whole file (the other figures) today
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True))
     scale_report.render(results)
 
 
