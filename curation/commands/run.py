@@ -203,7 +203,7 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
     # plans and Megatron hand-offs first: what Megatron will draw goes into the ledger, which the manifests seal
-    staged = stage_handoffs(plan, stage_plans, rows, out, root)
+    staged = stage_handoffs(plan, stage_plans, rows, out, root, markers=done.markers)
     more = handoff_rows(staged, plan.recipe.fingerprint)
     rows["handoff"] = more["handoff"]
     rows["mixture_flags"] = [*rows["mixture_flags"], *more["mixture_flags"]]

@@ -39,6 +39,7 @@ from curation.core.graph import CLUSTER_COLUMNS
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
+from curation.core.parts import PartRows
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.corpus.minhash_cc import (
     CC_ROUNDS,
@@ -226,10 +227,10 @@ class MinHashPhase(CorpusPhase):
                 "clusters": lambda out, node: run_clusters(out, node, self)}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
+        # the clusters task's files, copied into the ledger by DuckDB: the driver holds none of their rows
         base = work_dir(out, "minhash")
-        return {"clusters": [{"run": run, **c} for c in pq.read_table(base / "clusters.parquet").to_pylist()],
-                "near_duplicates": [{"run": run, "source": d["source"], "id": d["id"], "cluster": d["cluster"]}
-                                    for d in pq.read_table(base / "duplicates.parquet").to_pylist()]}
+        return {name: PartRows([base / f"{part}.parquet"], self.tables[name].names, {"run": run})
+                for name, part in (("clusters", "clusters"), ("near_duplicates", "duplicates"))}
 
     def explain(self, nodes: list[Node]) -> str:
         cfg = nodes[-1].spec["cfg"]

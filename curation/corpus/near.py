@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_parquet
 from curation.core.hashing import fingerprint
 from curation.core.layout import drops_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
+from curation.core.parts import PartRows
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.steps.droplist import read_drops
 
@@ -76,5 +76,6 @@ class NearDuplicatePhase(CorpusPhase):
         return {"duplicates": len(rows), "outputs": [*self.write_drops(out, shards, rows), str(path.relative_to(out))]}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
-        groups = pq.read_table(work_dir(out, self.name) / "clusters.parquet").to_pylist()
-        return {self.table: [{"run": run, **c} for c in groups]}
+        # the task's file, copied into the ledger by DuckDB: the driver holds none of its rows
+        return {self.table: PartRows([work_dir(out, self.name) / "clusters.parquet"], self.tables[self.table].names,
+                                     {"run": run})}

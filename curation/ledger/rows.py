@@ -12,6 +12,7 @@ from curation import __version__
 from curation.acquire.feeds import feed_rows
 from curation.acquire.sources import read_acquired
 from curation.core.layout import source_prefix
+from curation.core.parts import PartRows
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
 from curation.ledger.encoders import encoder_rows
@@ -94,6 +95,17 @@ def _step_rows(run: str, source: str, totals: dict[str, StepStats]) -> dict[str,
     return rows
 
 
+def merged_counts(plan: Plan, markers: dict, out: Path, source: str, suffix: str) -> dict[str, int]:
+    """Documents and tokens by modality of a merged shard set, as its merge task counted them while writing it
+    (its marker's `shards`); a merge marker written before merges counted (an earlier curate, its task not
+    re-run) leaves the counting to this process, reading the shard in blocks."""
+    summary = markers.get(f"merge/{source}", {}).get("shards", {}).get(suffix)
+    if summary is not None:
+        return {k: summary[k] for k in ("documents", "text", "image", "audio", "total")}
+    return count_tokens_by_modality(Path(f"{source_prefix(out, source)}{suffix}"), plan.vocab.blocks,
+                                    plan.vocab.reserved)
+
+
 def runs_row(plan: Plan, started_at: str | None, finished_at: str | None) -> dict:
     """The run's row: what ran (recipe fingerprint, vocabulary, curate version, stages) and the execution
     columns (UTC start and end, host, library versions; `curation.ledger.environment`)."""
@@ -137,8 +149,7 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
             rows[coverage.TABLE] += coverage.coverage_rows(run, src.name, name, cfg,
                                                            read_card(plan.recipe.resolve(cfg.model)), notes)
         for suffix in MODALITIES[src.modality].outputs(src):   # every merged shard set: the table sums to them
-            pool = count_tokens_by_modality(Path(f"{source_prefix(out, src.name)}{suffix}"),
-                                            plan.vocab.blocks, plan.vocab.reserved)
+            pool = merged_counts(plan, markers, out, src.name, suffix)
             rows["tokens"].append({"run": run, "source": src.name, "pool": pool_name(suffix),
                                    "documents": pool["documents"], "text_tokens": pool["text"],
                                    "image_tokens": pool["image"], "audio_tokens": pool["audio"],
@@ -156,5 +167,10 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                                     if s.acquire and s.acquire.kind == "urls"])
     for phase, nodes in plan.phases:
         for table, more in phase.ledger_rows(run, nodes, markers, out, all_totals).items():
-            rows[table] += more
+            if isinstance(more, PartRows):   # rows in the task's part files: never read into this process
+                if rows.get(table):
+                    raise ValueError(f"ledger table {table!r}: part files and rows from two phases")
+                rows[table] = more
+            else:
+                rows[table] += more
     return dict(rows)

@@ -73,8 +73,9 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
 class _Shards:
     """Files and exact counts of each (source, variant) shard set, read once per run."""
 
-    def __init__(self, out: Path, mdir: Path, tokens: dict, vocab):
+    def __init__(self, out: Path, mdir: Path, tokens: dict, vocab, merged: dict | None = None):
         self.out, self.mdir, self.tokens, self._cache = out, mdir, tokens, {}
+        self.merged = merged or {}   # source -> its merge marker's `shards` (`runtime.tasks.run_merge`)
         self.blocks = [Block(b.name, b.start, b.size) for b in vocab.blocks]
         self.reserved = vocab.reserved
 
@@ -86,10 +87,17 @@ class _Shards:
             if not Path(f"{prefix}.idx").is_file():
                 raise FileNotFoundError(f"{prefix}.idx: the {variant or 'main'} shards of {name} are missing; "
                                         f"re-run `curate run` to write them")
-            files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir), "bytes": Path(f"{prefix}{ext}").stat().st_size,
-                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in (".bin", ".idx")
-                     if ext == ".idx" or has_tokens(prefix)]   # an empty pool has no .bin (`shards.indexed.merge`)
-            if variant:
+            summary = self.merged.get(name, {}).get(variant)   # what the merge task hashed and counted
+            if summary is not None:
+                files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir), **f} for ext, f in summary["files"].items()]
+            else:   # a merge marker of an earlier curate: hashed here
+                files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir),
+                          "bytes": Path(f"{prefix}{ext}").stat().st_size, "sha256": sha256_file(Path(f"{prefix}{ext}"))}
+                         for ext in (".bin", ".idx")
+                         if ext == ".idx" or has_tokens(prefix)]   # an empty pool has no .bin (`shards.indexed.merge`)
+            if variant and summary is not None:
+                c = {k: summary[k] for k in ("documents", "text", "image", "audio", "total")}
+            elif variant:
                 c = count_tokens_by_modality(prefix, self.blocks, self.reserved)
             else:
                 t = self.tokens[name]
@@ -167,14 +175,17 @@ def trainers(recipe, stage) -> list[str]:
 
 
 def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
-                   root: Path | str | None = None) -> list[dict]:
+                   root: Path | str | None = None, markers: dict | None = None) -> list[dict]:
     """Per training stage, its sources, sampling plans and Megatron hand-off, written to disk; the manifests
     follow once the ledger holds the hand-off's rows (`handoff_rows`, `write_manifests`). `root`: where the
-    hand-off's files name the output, when it is published elsewhere."""
+    hand-off's files name the output, when it is published elsewhere. `markers`: the run's task markers (the
+    merge tasks' sha256 and counts of every shard; without them the shards are read again here)."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
-    shards = _Shards(out, mdir, main_pool(rows), plan.vocab)
+    merged = {k.removeprefix("merge/"): m["shards"] for k, m in (markers or {}).items()
+              if k.startswith("merge/") and "shards" in m}
+    shards = _Shards(out, mdir, main_pool(rows), plan.vocab, merged)
     vocabulary = _vocabulary(plan.vocab)
     staged = []
     for index, sp in enumerate(stage_plans):

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 
+from curation.core.parts import BATCH_ROWS
 from curation.ledger.schema import VOLATILE_COLUMNS
 from curation.mixture.handoffs import leaves as handoff_leaves
 
@@ -31,18 +33,30 @@ def merkle_root(leaves: list[str]) -> str:
     return level[0].hex()
 
 
-def rows_digest(rows: list[dict]) -> str:
-    rows = [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
-    blob = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+def rows_digest(rows) -> str:
+    """sha256 of the rows (any iterable of dicts) as one canonical JSON list, volatile columns left out. The
+    list is hashed row by row as it is encoded (`json.dumps` of a list is its items' encodings, joined by
+    `,` inside `[` `]`), so a table is hashed in batches, never held whole."""
+    h = hashlib.sha256(b"[")
+    for i, r in enumerate(rows):
+        row = {k: v for k, v in r.items() if k not in VOLATILE_COLUMNS}
+        h.update((b"," if i else b"") + json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                                     default=str).encode())
+    h.update(b"]")
+    return h.hexdigest()
 
 
-def table_digest(path: Path) -> str:
+def _parquet_rows(path: Path):
     import pyarrow.parquet as pq
 
     # maps as dicts, as DuckDB returns them (pyarrow's default is a list of pairs), so that a Parquet table
     # and its DuckDB copy hash the same rows
-    return rows_digest(pq.read_table(path).to_pylist(maps_as_pydicts="strict"))
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+        yield from batch.to_pylist(maps_as_pydicts="strict")
+
+
+def table_digest(path: Path) -> str:
+    return rows_digest(_parquet_rows(path))
 
 
 def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = ()) -> dict[str, str]:
@@ -62,7 +76,8 @@ def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
         for t in tables:
             cur = con.execute(f'SELECT * FROM "{t}"')
             cols = [d[0] for d in cur.description]
-            digests[t] = rows_digest([dict(zip(cols, r)) for r in cur.fetchall()])
+            digests[t] = rows_digest(dict(zip(cols, r)) for batch in iter(partial(cur.fetchmany, BATCH_ROWS), [])
+                                     for r in batch)
         views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
     finally:
         con.close()

@@ -17,6 +17,7 @@ trainer draws can be counted per source.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,18 +40,42 @@ def plan_order(stage_fingerprint: str, counts: list[np.ndarray]) -> tuple[np.nda
 
 
 class _Shards:
-    """Memory-mapped tokens, per-document starts and lengths of the stage's sources, opened on first use."""
+    """Tokens, per-document starts and lengths of the stage's sources, opened on first use. Tokens are read with
+    `pread`, never memory-mapped: the stage reads its documents in plan order, scattered over each shard, and
+    every page a mapping touches (with the kernel's fault-around, 64 KB per document) would stay in this
+    process's RSS, growing it by the size of every shard the stage draws from; a read leaves nothing behind."""
 
     def __init__(self, mdir: Path, sources: list[dict]):
         self.mdir, self.sources, self._open = mdir, sources, {}
 
     def __call__(self, i: int):
+        """(read(start, n) -> n tokens from token `start`, lengths, starts) of source index `i`."""
         if i not in self._open:
             prefix = self.mdir / self.sources[i]["prefix"]
             dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
-            tokens = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r") if lengths.size and lengths.sum() else None
-            self._open[i] = (tokens, lengths, pointers // np.dtype(dtype).itemsize)
+            dtype = np.dtype(dtype)
+            read = _Tokens(Path(f"{prefix}.bin"), dtype) if lengths.size and lengths.sum() else None
+            self._open[i] = (read, lengths, pointers // dtype.itemsize)
         return self._open[i]
+
+
+class _Tokens:
+    """`tokens(start, n)`: n token ids of a `.bin` from token `start`, by `pread` (the file stays open)."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.f = path, dtype, open(path, "rb", buffering=0)   # closed with this object (`__del__`)
+
+    def __call__(self, start: int, n: int) -> np.ndarray:
+        size = self.dtype.itemsize
+        data = os.pread(self.f.fileno(), n * size, start * size)
+        if len(data) != n * size:
+            raise ValueError(f"{self.path} is shorter than its .idx says; re-run `curate run`")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def __del__(self):
+        f = getattr(self, "f", None)
+        if f is not None:
+            f.close()
 
 
 def planned(sources: list[dict]) -> list[int]:
@@ -73,7 +98,7 @@ def stream_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, se
         start, n = int(starts[d]), int(lengths[d])
         while n:
             take = min(n, seq_length - at)
-            seq[at:at + take] = tokens[start:start + take]
+            seq[at:at + take] = tokens(start, take)
             held[i] = held.get(i, 0) + take
             at, start, n = at + take, start + take, n - take
             if at == seq_length:
@@ -99,7 +124,7 @@ def bin_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_leng
             if at + n > seq_length:
                 raise ValueError(f"packed sequence {b} overflows {seq_length} tokens: the packing does not "
                                  f"match the shards of {sources[int(src)]['name']}; re-run `curate run`")
-            seq[at:at + n] = tokens[int(starts[doc]):int(starts[doc]) + n]
+            seq[at:at + n] = tokens(int(starts[doc]), n)
             held[int(src)] = held.get(int(src), 0) + n
             at += n
         yield seq, held

@@ -149,12 +149,15 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
             "process_fingerprint": p.fingerprint, "decisions": r.decisions,
             "outputs": list(MODALITIES[src.modality].outputs(src))}, resources=encoder.resources.to_json()))
     merge = []
+    # the vocabulary's layout: the merge counts each shard's tokens by modality as it writes them
+    layout = {"blocks": [[b.name, b.start, b.size] for b in vocab.blocks], "reserved": dict(vocab.reserved)}
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         outputs = list(MODALITIES[src.modality].outputs(src))
         merge.append(Node("merge", src.name, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "merge", "parts": [t.fingerprint for t in parts], "outputs": outputs}),
-            deps=[t.key for t in parts], spec={"shards": [t.shard for t in parts], "outputs": outputs}))
+            deps=[t.key for t in parts], spec={"shards": [t.shard for t in parts], "outputs": outputs,
+                                               "vocab": layout}))
     stages += [Stage("tokenize", tokenize), Stage("merge", merge)]
     return Plan(loaded, vocab, stages, phases)
 

@@ -1,6 +1,8 @@
 """The report's tables, each a `Section` in a group of the table of contents, built from ledger rows."""
 from __future__ import annotations
 
+from itertools import islice
+
 from curation.ledger.pools import main_pool
 from curation.report.removals import group_removals, pipeline_order
 from curation.report.table import Cell, Section, table
@@ -108,7 +110,8 @@ def decont_sections(rows: dict) -> list[Section]:
 
 
 def dedup_sections(rows: dict) -> list[Section]:
-    """Near-duplicate clusters (size distribution, which sources share clusters) and image/audio groups."""
+    """Near-duplicate clusters (size distribution, which sources share clusters) and image/audio groups. The
+    cluster tables may be `PartRows` (rows left in their part files): they are iterated once, never indexed."""
     out = []
     clusters = rows.get("clusters", [])
     if clusters:
@@ -136,7 +139,7 @@ def dedup_sections(rows: dict) -> list[Section]:
                            "radius (`image_dedup`); each keeps its earliest member. All groups: ledger table "
                            f"`image_clusters`{'; the first 50 shown' if len(images) > 50 else ''}.",
                            table(["domain", "kept", "size", "members"],
-                                 [[c["domain"], c["cluster"], c["size"], ", ".join(c["members"])] for c in images[:50]])))
+                                 [[c["domain"], c["cluster"], c["size"], ", ".join(c["members"])] for c in islice(images, 50)])))
     audio = rows.get("audio_clusters", [])
     if audio:
         out.append(Section(DEDUP, "Audio duplicates", f"{len(audio)} groups of clips with equal 16-bit PCM at 24 kHz "
@@ -145,7 +148,7 @@ def dedup_sections(rows: dict) -> list[Section]:
                            f"{'; the first 50 shown' if len(audio) > 50 else ''}.",
                            table(["kind", "kept", "size", "members", "max bit error rate"],
                                  [[x["kind"], x["cluster"], x["size"], ", ".join(x["members"]), f"{x['max_ber']:.3f}"]
-                                  for x in audio[:50]])))
+                                  for x in islice(audio, 50)])))
     return out
 
 

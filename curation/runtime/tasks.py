@@ -24,9 +24,11 @@ from curation.core.layout import (
 )
 from curation.core.node import Node
 from curation.core.record import QuarantineSink
+from curation.core.vocab import Block
 from curation.plan.pipeline import build_steps, encoder_spec, process_chain
 from curation.recipe.schema import Source
 from curation.shards import IndexedWriter, merge
+from curation.shards.counting import TokenCounter
 from curation.steps.compliance.domains import web_domain
 from curation.steps.droplist import DropListed, read_drops
 from curation.steps.encode import BatchCodes
@@ -140,13 +142,24 @@ def run_tokenize(out: Path, node: Node) -> dict:
 
 
 def run_merge(out: Path, node: Node) -> dict:
+    """Each output's parts concatenated in shard order; the marker carries what the ledger and manifests need
+    of every merged shard (`shards`: suffix -> documents, tokens by modality, bytes and sha256 of its files),
+    computed here as the bytes are written, so the driver never reads the shards again."""
     prefix = source_prefix(out, node.source)
-    outputs = []
+    layout = node.spec["vocab"]
+    blocks = [Block(name, start, size) for name, start, size in layout["blocks"]]
+    outputs, shards = [], {}
     for suffix in node.spec["outputs"]:   # the source's shards, and its other outputs (.no_reasoning, ...) alike
+        target = Path(f"{prefix}{suffix}")
+        counter, hashes = TokenCounter(blocks, layout["reserved"], f"{target}.bin"), {}
         n_seq = merge([Path(f"{part_prefix(out, node.source, s)}{suffix}") for s in node.spec["shards"]],
-                      Path(f"{prefix}{suffix}"))
-        outputs += [f"{_rel(out, prefix)}{suffix}{ext}" for ext in ((".bin", ".idx") if n_seq else (".idx",))]
-    return {"outputs": outputs}
+                      target, tokens=counter.add, hashes=hashes)
+        exts = (".bin", ".idx") if n_seq else (".idx",)
+        shards[suffix] = {**counter.result(target),
+                          "files": {ext: {"bytes": Path(f"{target}{ext}").stat().st_size, "sha256": hashes[ext]}
+                                    for ext in exts}}
+        outputs += [f"{_rel(out, prefix)}{suffix}{ext}" for ext in exts]
+    return {"outputs": outputs, "shards": shards}
 
 
 RECORD_TASKS = {"process": run_process, "tokenize": run_tokenize, "merge": run_merge}

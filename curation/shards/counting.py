@@ -41,26 +41,49 @@ def count_block(tokens: np.ndarray, blocks: list[Block], reserved: dict[str, int
     return counts
 
 
+class TokenCounter:
+    """Counts by modality over blocks of token ids, fed in turn (`add`), checking every id is in the vocabulary."""
+
+    def __init__(self, blocks: list[Block], reserved: dict[str, int], where: str):
+        self.blocks, self.reserved, self.where = blocks, reserved, where
+        self.size = blocks[-1].stop
+        self.counts = {"text": 0, "image": 0, "audio": 0}
+        self.held = 0
+
+    def add(self, tokens: np.ndarray) -> None:
+        if not tokens.size:
+            return
+        if tokens.min() < 0 or tokens.max() >= self.size:
+            raise ConservationError(f"{self.where} has ids outside the vocabulary 0..{self.size - 1}")
+        for k, n in count_block(tokens, self.blocks, self.reserved).items():
+            self.counts[k] += n
+        self.held += int(tokens.size)
+
+    def result(self, prefix: Path, chunk: int = CHUNK) -> dict[str, int]:
+        """The counts, `documents` and `total` of the shard at `prefix` whose tokens were all added; its `.idx`
+        must list exactly the tokens held."""
+        _, n_seq, _ = read_header(Path(f"{prefix}.idx"))
+        listed = sum(int(b.sum(dtype=np.int64)) for b in iter_lengths(Path(f"{prefix}.idx"), chunk))
+        if self.held != listed:
+            raise ConservationError(f"{prefix}.bin holds {self.held} tokens but its .idx lists "
+                                    f"{listed}; the shard is damaged, re-run the merge")
+        return {**self.counts, "documents": int(n_seq), "total": listed}
+
+
 def count_tokens_by_modality(prefix: Path, blocks: list[Block], reserved: dict[str, int], *,
                              chunk: int = CHUNK) -> dict[str, int]:
     """Exact token counts of a shard, read from `.bin` in blocks: text, image, audio (markers included),
     plus `documents` and `total`.
 
     `blocks` and `reserved` are the vocabulary layout (`Vocabulary.blocks`, `.reserved`)."""
-    size = blocks[-1].stop
     dtype, n_seq, _ = read_header(Path(f"{prefix}.idx"))
-    listed = sum(int(b.sum(dtype=np.int64)) for b in iter_lengths(Path(f"{prefix}.idx"), chunk))
     bin_path = Path(f"{prefix}.bin")
     held = bin_path.stat().st_size // dtype.itemsize if n_seq or bin_path.exists() else 0   # empty: no .bin
-    if held != listed:
+    listed = sum(int(b.sum(dtype=np.int64)) for b in iter_lengths(Path(f"{prefix}.idx"), chunk))
+    if held != listed:   # before reading any block: a damaged shard fails fast
         raise ConservationError(f"{prefix}.bin holds {held} tokens but its .idx lists "
                                 f"{listed}; the shard is damaged, re-run the merge")
-    counts = {"text": 0, "image": 0, "audio": 0}
+    counter = TokenCounter(blocks, reserved, str(bin_path))
     for tokens in iter_tokens(prefix, chunk):
-        if tokens.min() < 0 or tokens.max() >= size:
-            raise ConservationError(f"{prefix}.bin has ids outside the vocabulary 0..{size - 1}")
-        for k, n in count_block(tokens, blocks, reserved).items():
-            counts[k] += n
-    counts["documents"] = int(n_seq)
-    counts["total"] = listed
-    return counts
+        counter.add(tokens)
+    return counter.result(prefix, chunk)

@@ -19,6 +19,7 @@ complete. Tests read these files back with megatron-core itself.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterator
@@ -146,7 +147,7 @@ def iter_tokens(prefix: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
             yield block
 
 
-def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
+def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK, tokens=None, hashes: dict | None = None) -> int:
     """Concatenate indexed datasets (given by prefix, in order) into one, atomically and streaming: tokens
     are copied in 4 MB blocks and the index is written from each part's lengths in turn, so memory does
     not grow with the number of documents (`chunk` lengths at a time). The bytes are those `write_index`
@@ -154,7 +155,11 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
 
     An empty result (no sequences) writes its `.idx` only: a 0-byte `.bin` is a file that megatron-core
     cannot map (`cannot mmap an empty file`), so no such file is left where a trainer could open it
-    (`has_tokens` tells the two apart). Returns the number of sequences written."""
+    (`has_tokens` tells the two apart). Returns the number of sequences written.
+
+    While the bytes pass through, `tokens` (a callable) is given each block of token ids, and `hashes` (a
+    dict) receives the sha256 of the files written (`.bin`, `.idx`): what the ledger and manifests need of
+    the merged shard is computed by the task that writes it, not by reading it again on the driver."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
     headers = [read_header(Path(f"{part}.idx")) for part in parts]
     dtypes = {h[0] for h in headers}
@@ -163,12 +168,18 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
     dtype = dtypes.pop() if dtypes else np.dtype(np.int32)
     n_seq = sum(h[1] for h in headers)
     bin_tmp, idx_tmp = Path(f"{prefix}.bin.tmp"), Path(f"{prefix}.idx.tmp")
+    bin_hash, idx_hash = hashlib.sha256(), hashlib.sha256()
     with named(bin_tmp), open(bin_tmp, "wb") as out:
         for part in parts:
             with open(f"{part}.bin", "rb") as f:
-                while block := f.read(1 << 22):
+                while block := f.read(1 << 22):   # a multiple of every token size: blocks hold whole ids
                     out.write(block)
-    with named(idx_tmp), open(idx_tmp, "wb") as f:
+                    if hashes is not None:
+                        bin_hash.update(block)
+                    if tokens is not None:
+                        tokens(np.frombuffer(block, dtype=dtype))
+    with named(idx_tmp), open(idx_tmp, "wb") as raw:
+        f = _Hashing(raw, idx_hash) if hashes is not None else raw
         f.write(MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype], n_seq, n_seq + 1))
         for part in parts:
             for block in iter_lengths(Path(f"{part}.idx"), chunk):
@@ -182,12 +193,27 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK) -> None:
         for start in range(0, n_seq + 1, chunk):
             f.write(np.arange(start, min(start + chunk, n_seq + 1), dtype=np.int64).tobytes())
     os.replace(idx_tmp, f"{prefix}.idx")
+    if hashes is not None:
+        hashes[".idx"] = idx_hash.hexdigest()
+        if n_seq:
+            hashes[".bin"] = bin_hash.hexdigest()
     if n_seq:
         os.replace(bin_tmp, f"{prefix}.bin")
     else:
         bin_tmp.unlink()
         Path(f"{prefix}.bin").unlink(missing_ok=True)   # an earlier run's empty file
     return n_seq
+
+
+class _Hashing:
+    """A file opened for writing that also hashes what is written to it."""
+
+    def __init__(self, f, h):
+        self.f, self.h = f, h
+
+    def write(self, data: bytes) -> int:
+        self.h.update(data)
+        return self.f.write(data)
 
 
 def has_tokens(prefix: Path) -> bool:

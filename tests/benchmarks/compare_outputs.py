@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from curation.ledger.schema import EXECUTION_TABLES, VOLATILE_COLUMNS
+from curation.mixture.merkle import duckdb_digests
 
 
 def _files(root: Path, sub: str) -> dict[Path, Path]:
@@ -23,6 +24,37 @@ def _files(root: Path, sub: str) -> dict[Path, Path]:
 
 def _rows(path: Path) -> list[dict]:
     return [{c: v for c, v in r.items() if c not in VOLATILE_COLUMNS} for r in pq.read_table(path).to_pylist()]
+
+
+def _duckdb(db: Path) -> tuple[dict[str, str], dict[str, str], list[tuple]]:
+    import duckdb
+
+    digests, views = duckdb_digests(db)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        types = con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE NOT internal "
+                            "ORDER BY table_name, column_index").fetchall()
+    finally:
+        con.close()
+    return digests, views, types
+
+
+def _compare_duckdb(a: Path, b: Path) -> list[str]:
+    """`ledger.duckdb`: the same tables with the same rows in the same order (volatile columns aside), the same
+    column types and the same views."""
+    if not a.is_file() and not b.is_file():
+        return []
+    (da, va, ta), (db, vb, tb) = _duckdb(a), _duckdb(b)
+    skip = set(EXECUTION_TABLES)
+    problems = [f"ledger.duckdb: table {t}: only in one file" for t in sorted(set(da) ^ set(db))]
+    problems += [f"ledger.duckdb: table {t}: rows differ" for t in sorted(set(da) & set(db))
+                 if t not in skip and da[t] != db[t]]
+    problems += [f"ledger.duckdb: view {v}: SQL differs" for v in sorted(set(va) | set(vb)) if va.get(v) != vb.get(v)]
+    if ta != tb:
+        problems.append("ledger.duckdb: column types differ: "
+                        + ", ".join(f"{x[0]}.{x[1]}" for x in sorted(set(ta) ^ set(tb))[:10]))
+    print(f"ledger.duckdb: {len(set(da) & set(db))} tables compared")
+    return problems
 
 
 def compare(a: Path, b: Path) -> list[str]:
@@ -38,6 +70,7 @@ def compare(a: Path, b: Path) -> list[str]:
     problems += [f"ledger/{k}: only in one folder" for k in sorted(set(la) ^ set(lb)) if k.suffix == ".parquet"]
     problems += [f"ledger/{k}: rows differ" for k in tables if k in lb and _rows(la[k]) != _rows(lb[k])]
     print(f"ledger: {len(tables)} tables compared")
+    problems += _compare_duckdb(a / "ledger" / "ledger.duckdb", b / "ledger" / "ledger.duckdb")
     da = {p.relative_to(a): p for p in (a / "work").glob("*/drops/*/*.parquet")}
     db = {p.relative_to(b): p for p in (b / "work").glob("*/drops/*/*.parquet")}
     problems += [f"{k}: only in one folder" for k in sorted(set(da) ^ set(db))]

@@ -31,11 +31,14 @@ BOUNDS = [
     "| image tokenize task | every record of its shard **with its image bytes** (the batch plan is over the "
     "shard), one batch of decoded pixels | its shard's image bytes (as stored) |",
     "| audio tokenize task | clip metadata and codes of its shard (audio read per batch from the Shar) | its shard |",
-    "| merge | 4 MB of tokens and 4M lengths at a time (the `.idx` written from each part's lengths) | nothing |",
-    "| driver | the plan (~3.4 KB per node, five nodes per shard), the task markers, the ledger rows: one per "
-    "duplicate in `clusters` and `near_duplicates`; token counts in 4M-token blocks, sha256 in 1 MB blocks; "
-    "a sampling plan needs its source's lengths (memory-mapped) and ~32 bytes per document while drawn | "
-    "shards, duplicates, documents of the largest source (sampling) |",
+    "| merge | 4 MB of tokens and 4M lengths at a time (the `.idx` written from each part's lengths); counts "
+    "tokens by modality and hashes `.bin`/`.idx` as they are written (its marker's `shards`) | nothing |",
+    "| driver | the plan (~3.4 KB per node, five nodes per shard), the task markers (the merged shards' counts "
+    "and sha256 among them), the ledger's small tables; `clusters`, `near_duplicates` (and the image/audio "
+    "cluster tables) are copied by DuckDB from the clusters task's files, at most 256 MB (`DUCKDB_MEMORY`, "
+    "spilling beyond), and hashed for the manifests 8,192 rows at a time; a sampling plan needs its source's "
+    "lengths (memory-mapped) and ~32 bytes per document while drawn | shards (markers), documents of the "
+    "largest source (sampling) |",
     "| Ray workers | are reused across phases, so a worker's peak is the union of what it cached: spaCy "
     "(signatures) and the tokenizer (tokenize) | nothing |", "",
     "`tests/corpus/test_stream_memory.py` (slow) holds a signature and a decontamination task to this: in a "
@@ -225,6 +228,31 @@ def crossover(results: dict) -> list[str]:
     return lines
 
 
+def finish(results: dict) -> list[str]:
+    """The driver's finish phase measured alone, base commit against this code on the same output folders
+    (`bench_finish.py`), and the finish row of the bench's own runs of this code (`finish_runs`)."""
+    ab = results.get("finish", {})
+    if not ab:
+        return []
+    sizes = sorted(ab["sizes"], key=int)
+    lines = ["## The finish phase on the driver (issue 24: no per-record work there)", "", ab["how"], "",
+             "| documents | clusters rows | near_duplicates rows | base: finish s | base: driver peak MB | "
+             "this code: finish s | this code: driver peak MB | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        r = ab["sizes"][n]
+        lines.append(f"| {int(n):,} | {r['clusters']:,} | {r['near_duplicates']:,} | {r['base']['finish_s']:.1f} | "
+                     f"{r['base']['peak_mb']:.0f} | {r['branch']['finish_s']:.1f} | {r['branch']['peak_mb']:.0f} | "
+                     f"{r['load']} |")
+    if len(sizes) > 1:
+        lo, hi = ab["sizes"][sizes[0]], ab["sizes"][sizes[-1]]
+        for who, label in (("base", "base"), ("branch", "this code")):
+            lines.append(f"- {label}: driver peak {lo[who]['peak_mb']:.0f} MB at {int(sizes[0]) // 1000}k, "
+                         f"{hi[who]['peak_mb']:.0f} MB at {int(sizes[-1]) // 1000}k "
+                         f"({hi[who]['peak_mb'] / lo[who]['peak_mb']:.2f}×)")
+    return [*lines, "", *ab.get("notes", []), ""]
+
+
 def render(results: dict) -> None:
     m = results.get("machine", {})
     text = [
@@ -260,6 +288,7 @@ def scale_report_text(results: dict) -> list[str]:
         "dedup.", "", *peer(results), "",
         *READING, *pace(results), "",
         "## Goals", "", *goals(results), "",
+        *finish(results),
         "## What each process holds (the bounds)", "", *BOUNDS, "",
         "## The same outputs as before", "", *SAME, "",
         "## Executor: local below a size, Ray above", "",

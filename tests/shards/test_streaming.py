@@ -1,6 +1,8 @@
 """Shards are counted and merged in bounded blocks: the results equal doing it all at once."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,38 @@ def test_merging_no_parts_writes_an_empty_index_and_no_bin(tmp_path):
     dtype, lens, pointers, doc_idx = read_index(tmp_path / "empty.idx")
     assert dtype == np.int32 and lens.size == 0 and doc_idx.tolist() == [0]
     assert not (tmp_path / "empty.bin").exists()      # megatron-core cannot map a 0-byte file
+
+
+def test_the_merge_task_counts_and_hashes_the_shards_it_writes(tmp_path):
+    """The merge marker carries each merged shard's counts and file digests: those the driver used to compute by
+    reading the shards again (`count_tokens_by_modality`, `sha256_file`), for a full and an empty pool."""
+    from curation.core.hashing import fingerprint, sha256_file
+    from curation.core.layout import part_prefix, source_prefix
+    from curation.core.node import Node
+    from curation.runtime.tasks import run_merge
+
+    rng = np.random.default_rng(2)
+    for k, n in enumerate((40, 0, 25)):
+        _shard(part_prefix(tmp_path, "s", f"{k:03d}"), _mixed_docs(rng, n))
+        _shard(Path(f"{part_prefix(tmp_path, 's', f'{k:03d}')}.long_context"), [])
+    layout = {"blocks": [[b.name, b.start, b.size] for b in VOCAB.blocks], "reserved": dict(VOCAB.reserved)}
+    node = Node("merge", "s", None, fingerprint("m"), spec={"shards": ["000", "001", "002"],
+                                                           "outputs": ["", ".long_context"], "vocab": layout})
+    marker = run_merge(tmp_path, node)
+    for suffix, exts in (("", (".bin", ".idx")), (".long_context", (".idx",))):
+        prefix = Path(f"{source_prefix(tmp_path, 's')}{suffix}")
+        got = marker["shards"][suffix]
+        assert {k: v for k, v in got.items() if k != "files"} == \
+            count_tokens_by_modality(prefix, VOCAB.blocks, VOCAB.reserved)
+        assert got["files"] == {ext: {"bytes": Path(f"{prefix}{ext}").stat().st_size,
+                                      "sha256": sha256_file(Path(f"{prefix}{ext}"))} for ext in exts}
+    assert marker["shards"][""]["documents"] == 65 and marker["shards"][".long_context"]["total"] == 0
+
+
+def test_the_merge_refuses_ids_outside_the_vocabulary(tmp_path):
+    from curation.shards.counting import TokenCounter
+
+    _shard(tmp_path / "p", [[1, VOCAB.blocks[-1].stop]])
+    counter = TokenCounter(VOCAB.blocks, VOCAB.reserved, "m.bin")
+    with pytest.raises(ConservationError, match="m.bin has ids outside the vocabulary"):
+        merge([tmp_path / "p"], tmp_path / "m", tokens=counter.add)

@@ -124,9 +124,11 @@ class DecontPhase(CorpusPhase):
             return flags
 
         flagged, removed, by_bench = 0, Counter(), {}
+        statuses: dict[str, dict[str, Counter]] = {}   # source -> benchmark -> review status -> flags (the ledger's)
         for s, sh in shards:
             for f in shard_flags(s, sh):
                 flagged += 1
+                statuses.setdefault(f["source"], {}).setdefault(f["benchmark"], Counter())[f["status"]] += 1
                 if f["status"] == "removed":
                     removed[f["source"]] += 1
                     by_bench.setdefault(f["source"], Counter())[f["benchmark"]] += 1
@@ -153,6 +155,8 @@ class DecontPhase(CorpusPhase):
                 for f in shard_flags(s, sh) if f["status"] == "removed"])
         total = sum(removed.values())
         return {"flagged": flagged, "removed": total, "readmitted": flagged - total,
+                "statuses": {src: {b: dict(sorted(c.items())) for b, c in sorted(by.items())}
+                             for src, by in sorted(statuses.items())},
                 "outputs": [*drops, str(review.relative_to(out)), "review/decontamination.parquet"]}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict:
@@ -160,12 +164,16 @@ class DecontPhase(CorpusPhase):
         benchmarks = [{"run": run, "benchmark": b["name"], "sha256": b["sha256"], "fields": ", ".join(b["fields"]),
                        "items": b.get("items", 0), "unindexable": b.get("unindexable", 0)}
                       for b in markers[index.key]["benchmarks"]]
+        resolve = next(n for n in nodes if n.phase == "decont_resolve")
         counts: dict[str, dict[str, Counter]] = {}   # source -> benchmark -> status -> flags
-        review = pq.ParquetFile(review_dir(out) / "decontamination.parquet")
-        for group in range(review.num_row_groups):
-            t = review.read_row_group(group, columns=["source", "benchmark", "status"]).to_pydict()
-            for source, bench, status in zip(t["source"], t["benchmark"], t["status"]):
-                counts.setdefault(source, {}).setdefault(bench, Counter())[status] += 1
+        if "statuses" in markers[resolve.key]:       # counted by the resolve task as it read the flags
+            counts = {src: {b: Counter(c) for b, c in by.items()} for src, by in markers[resolve.key]["statuses"].items()}
+        else:   # a resolve marker of an earlier curate: counted from the review export, a row group at a time
+            review = pq.ParquetFile(review_dir(out) / "decontamination.parquet")
+            for group in range(review.num_row_groups):
+                t = review.read_row_group(group, columns=["source", "benchmark", "status"]).to_pydict()
+                for source, bench, status in zip(t["source"], t["benchmark"], t["status"]):
+                    counts.setdefault(source, {}).setdefault(bench, Counter())[status] += 1
         rows = [r for source, steps in totals.items() if self.step in steps
                 for r in table_h2(run, source, steps[self.step], counts.get(source, {}))]
         return {"benchmarks": benchmarks, "decontamination": rows}

@@ -1,0 +1,50 @@
+"""Rows that stay on disk: a table whose rows are in Parquet part files written by the tasks that made them.
+
+A corpus-wide phase whose ledger table grows with the corpus (one row per near-duplicate cluster, per
+removed document, ...) hands the ledger a `PartRows` instead of a list of row dicts: the part files, in
+the table's row order, plus the columns every row shares (the run). The ledger copies them into its
+Parquet file and `ledger.duckdb` with DuckDB (`curation.ledger.store`), so the driver never holds the rows;
+code that reads the rows (the report, tests) iterates them, one record batch at a time.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BATCH_ROWS = 8192   # rows per record batch while iterating: memory stays one batch, whatever the table's size
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """The rows of `paths` (Parquet files, in this order, each in its own row order) with `constants` added to
+    every row (column -> value; e.g. the run). Columns of a part file that the table does not name are ignored
+    by the ledger (`columns`: the ones it takes, in the table's order, constants included)."""
+    paths: tuple[Path, ...]
+    columns: tuple[str, ...]
+    constants: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "paths", tuple(Path(p) for p in self.paths))
+        object.__setattr__(self, "columns", tuple(self.columns))
+
+    @property
+    def read(self) -> list[str]:
+        """The columns read from the part files."""
+        return [c for c in self.columns if c not in self.constants]
+
+    def __len__(self) -> int:
+        import pyarrow.parquet as pq
+
+        return sum(pq.read_metadata(p).num_rows for p in self.paths)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[dict]:
+        import pyarrow.parquet as pq
+
+        for path in self.paths:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=self.read):
+                for row in batch.to_pylist():
+                    yield {c: self.constants[c] if c in self.constants else row[c] for c in self.columns}
