@@ -69,7 +69,14 @@ def load(target: str) -> object:
 
 def _declarations() -> list[tuple[str, object]]:
     found = [(t, load(t)) for t in BUILTIN]
-    found += [(f"entry point {ep.name} = {ep.value}", ep.load()) for ep in entry_points(group=GROUP)]
+    for ep in entry_points(group=GROUP):
+        where = f"entry point {ep.name} = {ep.value}"
+        try:
+            found.append((where, ep.load()))
+        except (ImportError, AttributeError) as e:   # a broken plug-in: name it, and how to get rid of it
+            raise ImportError(f"modality registration {where} ({GROUP}, from the package "
+                              f"{ep.dist.name if ep.dist else '?'}): cannot load it: {e}; fix or uninstall "
+                              f"that package") from e
     return found
 
 

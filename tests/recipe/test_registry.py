@@ -75,3 +75,19 @@ def test_a_settings_key_may_not_shadow_a_source_field(extra):
     registry.reload()
     with pytest.raises(ValueError, match=r"settings key\(s\) \['weight'\] of modality 'toy' are source fields"):
         Source.model_validate({"name": "s", "input": {"paths": ["x"]}})
+
+
+def test_a_broken_plugin_is_named(tmp_path, monkeypatch):
+    info = tmp_path / "broken_modality-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-modality\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[curate.modalities]\nbroken = no_such_module_here:DECLARATION\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.reload()
+    try:
+        with pytest.raises(ImportError, match=r"entry point broken = no_such_module_here:DECLARATION "
+                                              r"\(curate.modalities, from the package broken-modality\): cannot load"):
+            registry.registered()
+    finally:
+        monkeypatch.undo()
+        registry.reload()
