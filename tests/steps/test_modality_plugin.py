@@ -5,6 +5,8 @@ with no file of `curation/` changed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -13,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from curation.recipe import registry
-from tests.conftest import VOCAB, write_jsonl
+from tests.conftest import REPO, VOCAB, write_jsonl
 
 DECLARATION = '''
 """video-frames: clips as the captions of their frames, in order (one JSONL row per clip)."""
@@ -48,8 +50,12 @@ from curation.core.hashing import content_hash
 from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
 from curation.steps.base import Filter, Reader, Reject, StepSpec
-from curation.steps.modality import Modality
+from curation.steps.modality import LedgerTable, Modality
 from curation.steps.text.tokenize import TextTokenizer
+
+# its own ledger table: one row per source
+TABLE = pa.schema([("run", pa.string()), ("source", pa.string()), ("clips", pa.int64()),
+                   ("too_many_frames", pa.int64()), ("text_tokens", pa.int64())])
 
 
 class FramesReader(Reader):
@@ -111,6 +117,9 @@ VIDEO_FRAMES = Modality(
     outputs=lambda src: ("",),
     record_columns=("frame_times",),
     family="text",   # its tokens count as text in the modality table
+    ledger_table=LedgerTable("video_frames", TABLE, lambda run, src, totals, counts: {
+        "run": run, "source": src.name, "clips": totals["tokenize"].records_out,
+        "too_many_frames": totals["max_frames"].dropped["too_many_frames"], "text_tokens": counts["text"]}),
 )
 '''
 
@@ -158,23 +167,30 @@ def _recipe(tmp_path, settings: str = "{max_frames: 5}") -> object:
 
 
 def test_a_toy_modality_is_one_folder_and_one_registration(video_frames, tmp_path):
-    from curation.commands.run import run
+    """Planned here; run by `curate run` in a fresh process where the plug-in is installed (on its path), as it
+    would be on a machine that has it: every table, the plug-in's own included, exists from the start."""
+    from curation.commands.api import Ledger
     from curation.plan.graph import load_plan
     from curation.steps.modality import read_processed
 
-    assert "video-frames" in registry.registered() and "video-frames" not in registry.BUILTIN
+    assert "video-frames" in registry.registered() and "video-frames" not in str(registry.BUILTIN)
     recipe = _recipe(tmp_path)
     plan = load_plan(recipe)
-    assert {n.phase for n in plan.nodes() if n.source == "clips"} >= {"process", "tokenize"}
-    res = run(recipe, tmp_path / "out", executor="local", progress=False)
-    steps = {r["step"]: r for r in res.rows["steps"] if r["source"] == "clips"}
-    assert {(r["step"], r["reason"], r["records"]) for r in res.rows["quarantine"] if r["source"] == "clips"} == \
-        {("read", "no_frames", 1)}
-    assert {(r["step"], r["reason"], r["records"]) for r in res.rows["drops"] if r["source"] == "clips"} >= \
-        {("max_frames", "too_many_frames", 1)}                      # clip c3 has 6 frames
+    assert {n.phase for n in plan.nodes() if n.source == "clips"} >= {"process", "tokenize", "merge"}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(video_frames), str(REPO)])}
+    subprocess.run([sys.executable, "-m", "curation.commands.cli", "run", str(recipe), "--out",
+                    str(tmp_path / "out"), "--executor", "local", "-q"], check=True, env=env, cwd=tmp_path)
+    ledger = Ledger(tmp_path / "out")
+    steps = {r["step"]: r for r in ledger.query("select * from steps where source = 'clips'")}
+    assert [tuple(r.values()) for r in ledger.query("select step, reason, records from quarantine "
+                                                    "where source = 'clips'")] == [("read", "no_frames", 1)]
+    assert ("max_frames", "too_many_frames", 1) in [tuple(r.values()) for r in ledger.query(
+        "select step, reason, records from drops where source = 'clips'")]       # clip c3 has 6 frames
     assert steps["read"]["records_in"] == 5 and steps["tokenize"]["records_out"] == 3
-    tokens = next(r for r in res.rows["tokens"] if r["source"] == "clips")
+    tokens = ledger.query("select * from tokens where source = 'clips'")[0]
     assert tokens["documents"] == 3 and tokens["text_tokens"] == tokens["total_tokens"] > 0
+    own = ledger.query("select clips, too_many_frames, text_tokens from video_frames")
+    assert own == [{"clips": 3, "too_many_frames": 1, "text_tokens": tokens["text_tokens"]}]
     processed = next((tmp_path / "out" / "processed" / "clips").glob("*.parquet"))
     assert pq.read_schema(processed).names[-1] == "frame_times"
     back = list(read_processed(processed, "clips", ("frame_times",)))
