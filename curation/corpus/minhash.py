@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import curation.recipe.registry as registry
 from curation.core.atomic import atomic_write_json, atomic_write_parquet, save_array
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row, clustered_roots
 from curation.core.hashing import fingerprint, sha256_file
@@ -238,7 +239,7 @@ class MinHashPhase(CorpusPhase):
         return recipe.dedup.minhash is not None
 
     def covers(self, src) -> bool:
-        return src.modality in ("text", "interleaved")
+        return registry.modality(src.modality).minhash   # text and interleaved documents (their declarations)
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.dedup.minhash

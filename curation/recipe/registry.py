@@ -48,6 +48,8 @@ class SourceModality:
     # the message when one of its sources reads another format; default: the formats it reads
     format_help: str | None = None
     url_inputs: bool = True                     # `input.paths` may name URLs read in place (an audio manifest may not)
+    # its processed `text` is a document that MinHash near-dedup shingles (`dedup.minhash`; text, interleaved)
+    minhash: bool = False
 
     def check_format(self, fmt: str) -> None:
         if fmt not in self.formats:

@@ -36,7 +36,8 @@ def _no_text_filters(src):
 
 
 DECLARATION = SourceModality(name="video-frames", formats=("jsonl",), steps="video_frames.modality:VIDEO_FRAMES",
-                             settings={"video_frames": Frames}, rules=(_no_text_filters,))
+                             settings={"video_frames": Frames}, rules=(_no_text_filters,),
+                             minhash=True)   # its captions are a document MinHash may shingle
 '''
 
 MODALITY = '''
@@ -208,6 +209,8 @@ def test_a_plugin_modality_settings_are_checked_and_kept_in_a_dump(video_frames)
     dumped = src.model_dump(mode="json")
     assert dumped["video_frames"] == {"frames_field": "frames", "max_frames": 3} and "plugin_settings" not in dumped
     assert Source.model_validate(dumped) == src                    # a task spec validates back to the same source
+    from curation.corpus.minhash import MinHashPhase
+    assert MinHashPhase().covers(src)                              # what its declaration says
     for changes, message in [({"video_frames": {"max_frams": 3}}, "max_frams"),
                              ({"input": {"paths": ["x"], "format": "parquet"}}, "reads `input.format` 'jsonl'"),
                              ({"filters": [{"type": "length", "min_words": 1}]}, "not text `filters`"),

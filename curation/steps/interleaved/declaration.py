@@ -25,4 +25,5 @@ INTERLEAVED = SourceModality(
     steps="curation.steps.interleaved.modality:INTERLEAVED",
     rules=(_interleaved,),
     format_help=_FORMATS,
+    minhash=True,   # its text segments, as one document
 )

@@ -36,4 +36,5 @@ TEXT = SourceModality(
     formats=("jsonl", "parquet", "warc", "html"),
     steps="curation.steps.text.modality:TEXT",
     rules=(_web_formats, _synthetic_tasks, _reasoning, _media_settings),
+    minhash=True,
 )
