@@ -27,6 +27,9 @@ class Record:
     # encoded media files of a record that holds several, in the order its `meta` lists them: the images of an
     # interleaved document (`meta["images"]`), the images and clips of a conversation (`meta["media"]`)
     media: list[bytes | None] | None = None
+    # the values of any other modality (a plug-in's frames, boxes, ...), by its processed column: a new
+    # modality needs no new field here (`Modality.extra_row` writes them, `record_columns` reads them back)
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

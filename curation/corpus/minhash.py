@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import curation.recipe.registry as registry
 from curation.core.atomic import save_array
 from curation.core.graph import CLUSTER_COLUMNS
 from curation.core.hashing import fingerprint, sha256_file
@@ -161,7 +162,7 @@ class MinHashPhase(CorpusPhase):
         return recipe.dedup.minhash is not None
 
     def covers(self, src) -> bool:
-        return src.modality in ("text", "interleaved")
+        return registry.modality(src.modality).minhash   # text and interleaved documents (their declarations)
 
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.dedup.minhash

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+import curation.recipe.registry as registry
 from curation.recipe.base import Strict
 from curation.recipe.modalities import Conversations
 from curation.recipe.reading import Decompression, Extract, Pages
@@ -19,7 +20,8 @@ class Input(Strict):
     # manifest of clips (see `Audio`), for `modality: audio`; `warc` reads WARC/WET files (.warc,
     # .warc.gz; HTML responses reduced to main text, WET conversions as they are) and `html` reads
     # pages (.html, .html.gz, tars of them; see `Pages`), both with `extract` settings
-    format: Literal["jsonl", "parquet", "webdataset", "audio", "warc", "html"] = "jsonl"
+    # (the formats of the registered modalities, `curation.recipe.registry`; a source's modality says which it reads)
+    format: str = "jsonl"
     # globs relative to the recipe, or to `<out>/raw/<source>/` when the source has `acquire:`
     paths: list[str] = Field(min_length=1)
     text_field: str = "text"          # for image sources: the caption field (optional)
@@ -39,6 +41,14 @@ class Input(Strict):
     decompression: Decompression = Decompression()
     extract: Extract | None = None    # warc/html only; default `Extract()`
     pages: Pages | None = None        # html only; default `Pages()`
+
+    @field_validator("format")
+    @classmethod
+    def _registered_format(cls, value: str) -> str:
+        if value not in (known := registry.formats()):
+            raise ValueError(f"unknown input format {value!r}; the registered modalities read "
+                             f"{', '.join(known)}")
+        return value
 
     @model_validator(mode="after")
     def _web_settings(self):

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+import curation.recipe.registry as registry
 from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.io import Location, as_location, glob_input, identity, is_url
@@ -177,7 +178,7 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
         for pi, pattern in enumerate(src.input.paths):
             key = ("sources", si, "input", "paths", pi)
             if is_url(pattern):   # read in place by the tasks (`curation.core.io`)
-                if src.acquire is not None or src.modality == "audio":
+                if src.acquire is not None or not registry.modality(src.modality).url_inputs:
                     raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {pattern!r} is a "
                                       f"URL; {'acquired sources name files under raw/' if src.acquire else 'clip manifests name local clips'}"
                                       f" (use `acquire: {{kind: fsspec, path: ...}}` to copy them)")

@@ -192,20 +192,3 @@ class Conversations(Strict):
             raise ValueError(f"lists a kind twice: {kinds}")
         return sorted(kinds)
 
-
-def check_media_settings(src) -> None:
-    """A source's interleaved, image and audio settings fit its modality (`Source` validates with it)."""
-    if src.modality == "interleaved":
-        if src.input.format not in ("parquet", "webdataset"):
-            raise ValueError("an interleaved source reads Parquet rows (`input.format: parquet`) or WebDataset "
-                             "tars (`input.format: webdataset`) with parallel texts/images lists")
-        if src.images is not None and src.images.caption != "after":   # (the default: a task's spec dumps it)
-            raise ValueError("`images.caption` does not apply to interleaved documents: their text segments "
-                             "stand where the document puts them")
-    elif src.interleaved is not None:
-        raise ValueError("`interleaved:` settings apply to `modality: interleaved` sources")
-    form = src.input.conversation_form()
-    for kind, given in (("image", src.images), ("audio", src.audio)):
-        if src.modality == "text" and given is not None and kind not in (form.expand_media if form else []):
-            raise ValueError(f"`{'images' if kind == 'image' else kind}:` settings of a text source apply only to "
-                             f"conversations that expand them (`input.conversations.expand_media: [{kind}]`)")

@@ -19,10 +19,11 @@ Example (the demo recipe, abbreviated):
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_serializer, model_validator
 
+import curation.recipe.registry as registry
 from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.compliance import (  # part of the schema
     PII,
@@ -52,7 +53,6 @@ from curation.recipe.modalities import (  # noqa: F401
     Interleaved,
     Reasoning,
     SyntheticTasks,
-    check_media_settings,
 )
 from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
@@ -82,7 +82,8 @@ class Source(Strict):
     category: str = "uncategorised"
     # What the source's samples are: its tokens, paired captions/transcripts included, count with this
     # modality in the per-stage modality table (Apertus 1.5 Table 3; interleaved documents count as vision data).
-    modality: Literal["text", "image", "audio", "interleaved"] = "text"
+    # a registered modality (`curation.recipe.registry`): text, image, audio, interleaved, or a plug-in's
+    modality: str = "text"
     # required in a recipe (Recipe checks it): an SPDX id or expression (`MIT OR Apache-2.0`), a licence
     # URL or the licence's text. None only where a Source is validated alone, from a plan's task spec.
     license: str | None = Field(default=None, min_length=1, max_length=2000)
@@ -112,6 +113,9 @@ class Source(Strict):
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
     select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
+    # the settings of a plug-in modality, given in a recipe under their own key (`SourceModality.settings`);
+    # dumped under those keys, so a source without any dumps as it always did
+    plugin_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     def image_settings(self) -> Images:
         return self.images or Images()
@@ -142,42 +146,37 @@ class Source(Strict):
         check_select(self)   # a score it writes, a language it has (`curation.recipe.selection`)
         return self
 
-    @model_validator(mode="after")
-    def _image_source(self):
-        if self.input.format == "webdataset" and self.modality not in ("image", "interleaved"):
-            raise ValueError("`input.format: webdataset` holds image samples or interleaved documents: set "
-                             "`modality: image` or `modality: interleaved`")
-        if self.modality == "image" and not (self.input.format == "webdataset" or
-                                             (self.input.format == "parquet" and self.input.image_field)):
-            raise ValueError("an image source reads WebDataset tars (`input.format: webdataset`) or Parquet "
-                             "with image bytes (`input.format: parquet` and `image_field`)")
-        if self.acquire is not None and self.acquire.kind == "image_folder" and (
-                self.modality != "image" or self.input.format != "webdataset"):
-            raise ValueError("`acquire.kind: image_folder` packs images into WebDataset tars: set "
-                             "`modality: image` and `input: {format: webdataset, paths: [images-*.tar]}`")
-        if self.input.format in ("warc", "html") and self.modality != "text":
-            raise ValueError(f"`input.format: {self.input.format}` yields text documents: use `modality: text`")
-        if (self.input.format == "audio") != (self.modality == "audio"):
-            raise ValueError("an audio source reads a clip manifest: set both `modality: audio` and "
-                             "`input: {format: audio, paths: [manifest.jsonl]}`")
-        if self.acquire is not None and self.acquire.kind == "audio_folder" and self.modality != "audio":
-            raise ValueError("`acquire.kind: audio_folder` writes a clip manifest: set `modality: audio` and "
-                             "`input: {format: audio, paths: [clips.jsonl], id_field: id}`")
-        if self.synthetic_tasks is not None and (self.modality != "text" or self.input.conversation_form()
-                                                 is not None or self.reasoning is not None):
-            raise ValueError("`synthetic_tasks` applies to text sources of plain documents (no `conversations`, "
-                             "no `reasoning`): each document becomes one task conversation")
-        if self.reasoning is not None and self.modality != "text":
-            raise ValueError("`reasoning` applies to text sources (SFT conversations with reasoning spans)")
-        if self.modality == "audio" and self.filters:
-            raise ValueError("audio sources take `audio:` settings, not text `filters`")
-        if self.modality == "image" and self.filters:
-            raise ValueError("image sources take `images:` settings, not text `filters`")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _modality_settings(cls, data):
+        return registry.gather_settings(data, set(cls.model_fields))   # a plug-in's keys into `plugin_settings`
+
+    @field_validator("modality")
+    @classmethod
+    def _registered_modality(cls, value: str) -> str:
+        registry.modality(value)   # the error lists the registered modalities
+        return value
+
+    @field_validator("plugin_settings")
+    @classmethod
+    def _plugin_settings(cls, value: dict) -> dict:
+        return registry.validate_settings(value)
+
+    @model_serializer(mode="wrap")
+    def _dump_plugin_settings(self, handler, info):
+        """A dump (a plan's task spec) gives a plug-in's settings back under their own keys."""
+        data = handler(self)
+        if self.plugin_settings and isinstance(data, dict):
+            data |= {k: v.model_dump(mode=info.mode) for k, v in self.plugin_settings.items()}
+        return data
+
+    def settings_for(self, key: str):
+        """The settings a registered modality keeps under `key` (its model's defaults when the recipe gives none)."""
+        return self.plugin_settings.get(key) or registry.settings_keys()[key].settings[key]()
 
     @model_validator(mode="after")
-    def _media_settings(self):
-        check_media_settings(self)
+    def _modality_rules(self):
+        registry.check_source(self)
         return self
 
 

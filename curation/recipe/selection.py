@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+import curation.recipe.registry as registry
 from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.filters import LanguageFilter, QualityScore, Toxicity
 
@@ -132,5 +133,5 @@ def check_scores(recipe) -> None:
             raise ValueError("dedup.minhash.keep: highest_quality needs dedup.minhash.score_field, the metadata "
                              "field a `quality` step writes (e.g. score_field: quality_score)")
         for src in recipe.sources:
-            if src.modality in ("text", "interleaved") and mh.score_field not in scored_fields(src):
+            if registry.modality(src.modality).minhash and mh.score_field not in scored_fields(src):
                 raise ValueError(_unscored(mh.score_field, "dedup.minhash.keep: highest_quality", src))

@@ -150,14 +150,11 @@ def connect(address: str) -> None:
 
 
 def media_kinds(recipe) -> set[str]:
-    """The media a recipe decodes: its image, interleaved (images) and audio sources, and the media that
-    text sources' conversations expand (`input.conversations.expand_media`)."""
-    kinds = set()
-    for src in recipe.sources:
-        kinds |= {"image": {"image"}, "interleaved": {"image"}, "audio": {"audio"}}.get(src.modality, set())
-        form = src.input.conversation_form()
-        kinds |= set(form.expand_media if form is not None else ())
-    return kinds
+    """The media a recipe decodes: the codec kinds its sources' encoders run (an image or interleaved source's
+    images, an audio source's clips, the media that text sources' conversations expand), as each modality
+    declares them (`Modality.codecs`)."""
+    from curation.steps.registry import MODALITIES
+    return {kind for src in recipe.sources for kind in MODALITIES[src.modality].codecs(src)}
 
 
 def deciding_libraries(media: Iterable[str] | None = None) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """A modality is a declaration: how its samples are read, checked, kept in `processed/`, encoded
 into token sequences and accounted for in the ledger. The runtime never asks which modality it
 runs; it asks the declaration (`curation.steps.registry.MODALITIES`). Adding a modality is one
-folder under `steps/` with a `modality.py`, and one registry line.
+folder (this declaration and its recipe-level `curation.recipe.registry.SourceModality`) and one
+registration line.
 
 Processed shards are Parquet tables with the columns every phase reads (`id`, `text`, `meta` as
 JSON, `content_hash` for exact dedup) plus the modality's own (`extra_columns`), written in row
@@ -24,6 +25,7 @@ from curation.steps.base import Reader, StepSpec
 
 BASE_COLUMNS = [("id", pa.string()), ("text", pa.string()), ("meta", pa.string()), ("content_hash", pa.binary(16))]
 ROW_GROUP = 1024
+RECORD_FIELDS = frozenset(Record.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,11 @@ class ProcessedWriter:
 
 def read_processed(path: Path, source: str, columns: tuple[str, ...] = ()) -> Iterator[Record]:
     """The records of a processed shard, streamed one row group at a time (`ROW_GROUP` rows as written);
-    `columns`: extra Record fields to fill. Not `iter_batches`: it reads ahead, about a whole text column."""
+    `columns`: extra Record fields to fill (a column that is none goes into `Record.payload`). Not `iter_batches`: it reads ahead, about a whole text column."""
     pf = pq.ParquetFile(path)
     for group in range(pf.num_row_groups):
         cols = pf.read_row_group(group, columns=["id", "text", "meta", *columns]).to_pydict()
         for i, (rid, text, meta) in enumerate(zip(cols["id"], cols["text"], cols["meta"])):
-            yield Record(id=rid, source=source, text=text, meta=json.loads(meta), **{c: cols[c][i] for c in columns})
+            fields = {c: cols[c][i] for c in columns if c in RECORD_FIELDS}
+            payload = {c: cols[c][i] for c in columns if c not in RECORD_FIELDS}
+            yield Record(id=rid, source=source, text=text, meta=json.loads(meta), payload=payload, **fields)

@@ -1,0 +1,93 @@
+"""The modality registry of the recipe layer (`curation.recipe.registry`): what it loads, and the registrations
+it refuses. The plug-in path end to end is `tests/steps/test_modality_plugin.py`."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from curation.recipe import registry
+from tests.conftest import REPO
+
+
+def test_the_built_in_modalities_in_registration_order():
+    assert list(registry.registered()) == ["text", "image", "audio", "interleaved"]
+    assert registry.formats() == ["audio", "html", "jsonl", "parquet", "warc", "webdataset"]
+    from curation.steps.registry import MODALITIES
+    assert list(MODALITIES) == list(registry.registered())
+    assert all(MODALITIES[name].name == name for name in MODALITIES)
+
+
+def test_a_declaration_imports_only_the_layers_below_steps():
+    """So validating a recipe loads no step code: a declaration module imports core, recipe (and pydantic)."""
+    for target in registry.BUILTIN:
+        path = REPO / (target.partition(":")[0].replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                for name in names:
+                    assert not name.startswith("curation.") or name.split(".")[1] in ("core", "recipe"), \
+                        f"{path.relative_to(REPO)} imports {name}"
+
+
+def test_loading_the_registry_reads_only_the_declarations():
+    code = ("import sys; import curation.recipe.registry as r; r.registered(); "
+            "print(sorted(m for m in sys.modules if m.startswith('curation.steps.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert all(m.endswith(".declaration") or m.count(".") == 2 for m in eval(loaded.stdout)), loaded.stdout
+
+
+@pytest.fixture
+def extra(monkeypatch):
+    """Registrations added to the entry points' for one test."""
+    found: list = []
+    real = registry._declarations
+    monkeypatch.setattr(registry, "_declarations", lambda: real() + [(f"entry point {i}", d)
+                                                                     for i, d in enumerate(found)])
+    registry.reload()
+    yield found
+    monkeypatch.undo()
+    registry.reload()
+
+
+def test_registrations_that_are_refused(extra):
+    text = registry.registered()["text"]
+    for decl, message in [(text, "'text' is registered twice"),
+                          (object(), "names a object, not a curation.recipe.registry.SourceModality"),
+                          (registry.SourceModality("Video", ("jsonl",), "x:y"), "is not lower-case")]:
+        extra[:] = [decl]
+        registry.reload()
+        with pytest.raises((ValueError, TypeError), match=message):
+            registry.registered()
+
+
+def test_a_settings_key_may_not_shadow_a_source_field(extra):
+    from pydantic import BaseModel
+
+    from curation.recipe.schema import Source
+
+    class Settings(BaseModel):
+        pass
+
+    extra[:] = [registry.SourceModality("toy", ("jsonl",), "x:y", settings={"weight": Settings})]
+    registry.reload()
+    with pytest.raises(ValueError, match=r"settings key\(s\) \['weight'\] of modality 'toy' are source fields"):
+        Source.model_validate({"name": "s", "input": {"paths": ["x"]}})
+
+
+def test_a_broken_plugin_is_named(tmp_path, monkeypatch):
+    info = tmp_path / "broken_modality-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-modality\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[curate.modalities]\nbroken = no_such_module_here:DECLARATION\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.reload()
+    try:
+        with pytest.raises(ImportError, match=r"entry point broken = no_such_module_here:DECLARATION "
+                                              r"\(curate.modalities, from the package broken-modality\): cannot load"):
+            registry.registered()
+    finally:
+        monkeypatch.undo()
+        registry.reload()
