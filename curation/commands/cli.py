@@ -161,12 +161,14 @@ def _cmd_ablate(a) -> int:
     if is_remote(parse_out(a.out)):
         raise UsageError(f"--out {a.out}: curate ablate trains on its run's shards in place; give a local folder")
     summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
-    sets = [h["name"] for h in summary["heldout"]]
-    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],
-                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}",
-                   f"{r['mean_bpb']:.4f}"]
-                  for i, r in enumerate(summary["candidates"], start=1)])
-    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    from curation.report.ablation import caption, terminal_rows
+    head, rows = terminal_rows(summary)
+    _print_table(head, rows)
+    print(caption(summary).replace("Best values in bold, second-best underlined.", "Best values *, second-best +."))
+    print("average rank per checkpoint: " + "; ".join(
+        f"{cp['tokens']:,} tokens " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(cp["average_rank"].items()))
+        for cp in summary["checkpoints"]))
+    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'} (table: ablation.md, curve: rank_curve.png)")
     return 0
 
 

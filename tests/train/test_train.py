@@ -161,21 +161,42 @@ def test_trains_on_audio_shards_with_a_head_over_the_codes_used(audio_run, tmp_p
 
 
 @pytest.mark.slow
-def test_ablate_ranks_the_demo_candidates(text_run, tmp_path):
-    """Same seed and steps for every candidate, held-out documents withheld from all, ranks by bits/byte."""
-    from curation.commands.ablate import ablate
+def test_ablate_ranks_the_demo_candidates(text_run, tmp_path, capsys, monkeypatch):
+    """`curate ablate` end to end on the text demo: same seed and steps for every candidate, held-out
+    documents withheld from all, four suite-level signals (EN/DE bits per byte, EN/DE normalized
+    rank-choice accuracy) at a checkpoint every 12,288 tokens, the Table 13 table and the rank curve."""
+    from curation.commands import ablate as ablate_module
+    from curation.commands.cli import main
+    from curation.mixture.ranks import average_ranks
     from curation.train.model import ModelConfig
     out = tmp_path / "demo"
     shutil.copytree(text_run.out, out, symlinks=True)
-    summary = ablate(REPO / "recipes" / "text.yaml", out, model_cfg=ModelConfig.tiny(**TINY), steps=3, workers=1,
-                     log=None)
+    real = ablate_module.ablate
+    monkeypatch.setattr(ablate_module, "ablate", lambda *a, **k: real(*a, **{**k, "model_cfg": ModelConfig.tiny(**TINY)}))
+    assert main(["ablate", str(REPO / "recipes" / "text.yaml"), "--out", str(out), "--steps", "24", "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "ablation" / "ablation.json").read_text())
     names = {r["candidate"] for r in summary["candidates"]}
     assert names == {"english_heavy", "german_heavy", "even"}
+    assert [s["name"] for s in summary["signals"]] == ["de_bpb", "en_bpb", "de_acc", "en_acc"]
+    assert [cp["step"] for cp in summary["checkpoints"]] == [12, 24]
+    assert [cp["tokens"] for cp in summary["checkpoints"]] == [12288, 24576]
     for r in summary["candidates"]:
         assert set(r["bpb"]) == {"english", "german"} and all(0 < v < 20 for v in r["bpb"].values())
-        assert len(r["curve"]) == 3
-    ranks = [r["average_rank"] for r in summary["candidates"]]
-    assert ranks == sorted(ranks)
+        assert set(r["choice"]) == {"arc_en", "mmlu_en", "cloze_de"}
+        assert r["choice"]["cloze_de"]["items"] == 60 and 0 <= r["signals"]["de_acc"] <= 1
+        assert r["signals"]["en_acc"] == pytest.approx((r["choice"]["arc_en"]["acc_norm"]
+                                                        + r["choice"]["mmlu_en"]["acc_norm"]) / 2)
+        assert len(r["curve"]) == 24 and [t for t, _ in r["rank_curve"]] == [12288, 24576]
+    for cp in summary["checkpoints"]:   # the stored ranks are those of an independent recomputation
+        again = average_ranks(cp["signals"], {s["name"]: s["higher_is_better"] for s in summary["signals"]})
+        assert cp["average_rank"] == {c: v["average_rank"] for c, v in again.items()}
+    by = {r["candidate"]: r for r in summary["candidates"]}
+    for c, r in by.items():             # terminal = last checkpoint only; R_all = mean over the curve
+        assert r["average_rank"] == summary["checkpoints"][-1]["average_rank"][c]
+        assert r["average_rank_all"] == pytest.approx(sum(cp["average_rank"][c] for cp in summary["checkpoints"]) / 2)
+    keys = [(r["average_rank"], r["average_rank_all"], r["candidate"]) for r in summary["candidates"]]
+    assert keys == sorted(keys)
     from curation.commands.ablate import _heldout
     from curation.plan.graph import load_plan
     ab = load_plan(REPO / "recipes" / "text.yaml").recipe.recipe.ablation
@@ -184,7 +205,14 @@ def test_ablate_ranks_the_demo_candidates(text_run, tmp_path):
     for r in summary["candidates"]:                        # withheld documents are in no candidate's plan
         plans = {p.stem: np.load(p) for p in (out / "ablation" / r["candidate"]).glob("*.npy")}
         assert plans and all((plans[s][d] == 0).all() for s, d in withheld.items() if s in plans)
-    assert (out / "ablation" / "ablation.html").is_file() and (out / "ablation" / "curves.png").is_file()
+    md = (out / "ablation" / "ablation.md").read_text()
+    assert "| candidate | DE bpb (rank) | EN bpb (rank) | DE acc. (%) (rank) | EN acc. (%) (rank) | R_T | R_all |" in md
+    assert md.count("**") >= 2 * 6 and "<u>" in md          # a best value in every column (ties share it)
+    first = summary["candidates"][0]["candidate"]
+    assert f"| {first} |" in md and "R_T" in printed and first in printed and "second-best +" in printed
+    for name in ("ablation.html", "curves.png", "rank_curve.png"):
+        assert (out / "ablation" / name).stat().st_size > 0
+    assert (out / "ablation" / "rank_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

@@ -1,0 +1,133 @@
+"""Normalized rank-choice accuracy of a proxy model on a held-out multiple-choice set (Soofi S Appendix C;
+the lm-eval-harness convention for base models):
+
+- the context is the set's template filled with the item's question (`Question: ...\nAnswer:`), the
+  continuation of choice c is `" " + c` (lm-eval's target delimiter);
+- a choice's score is the summed log-likelihood of its continuation tokens given the context, the
+  context tokenized alone and the continuation as what `encode(context + continuation)` adds to it
+  (lm-eval's split); the sequence starts with the end-of-document token, as every document of a
+  packed training stream follows one;
+- `acc` picks the highest summed log-likelihood, `acc_norm` the highest log-likelihood per character of
+  the choice text (lm-eval's `acc_norm`: `len(choice)`, code points), or per UTF-8 byte with
+  `normalize: bytes` (lm-eval's `acc_bytes`); a tie goes to the first choice (numpy's argmax, as lm-eval).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from curation.errors import RecipeError
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    question: str
+    choices: tuple[str, ...]
+    answer: int
+
+
+def _item(row: dict, fmt: str, where: str) -> Item:
+    try:
+        if fmt == "arc":
+            labels, texts = row["choices"]["label"], row["choices"]["text"]
+            if row["answerKey"] not in labels:
+                raise ValueError(f"answerKey {row['answerKey']!r} is not one of the labels {labels}")
+            answer, choices, ident = labels.index(row["answerKey"]), texts, row["id"]
+        else:
+            choices, answer = row["choices"], row["answer"]
+            ident = row.get("id") or f"{row.get('subject', 'item')}-{row.get('idx', where.rpartition(':')[2])}"
+        if not isinstance(answer, int) or not 0 <= answer < len(choices) or len(choices) < 2:
+            raise ValueError(f"answer {answer!r} is not an index into {len(choices)} choices (at least 2)")
+        if not all(isinstance(c, str) and c for c in choices) or not isinstance(row["question"], str):
+            raise ValueError("question and every choice must be non-empty strings")
+        return Item(str(ident), row["question"], tuple(choices), answer)
+    except (KeyError, TypeError, ValueError) as e:
+        raise RecipeError(f"{where}: not a {fmt!r} multiple-choice row ({type(e).__name__}: {e})") from None
+
+
+def load_choice_set(cs, base: Path) -> list[Item]:
+    """The items of one `ablation.choice_sets` entry (`path` relative to the recipe's folder `base`)."""
+    path = (base / cs.path) if not Path(cs.path).is_absolute() else Path(cs.path)
+    if not path.is_file():
+        raise RecipeError(f"ablation choice set {cs.name!r}: {path} does not exist (build the demo sets with "
+                          f"`python recipes/demo/build_choice_sets.py`)")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    items = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RecipeError(f"{path}:{n}: not JSON ({e})") from None
+            items.append(_item(row, cs.format, f"{path}:{n}"))
+            if cs.limit and len(items) == cs.limit:
+                break
+    if not items:
+        raise RecipeError(f"ablation choice set {cs.name!r}: {path} holds no items")
+    return items
+
+
+def pick(logliks: list[float], choices: tuple[str, ...] | list[str], normalize: str | None) -> int:
+    """The chosen index: the highest log-likelihood, per character or byte of the choice when normalized."""
+    ll = np.asarray(logliks, dtype=np.float64)
+    if normalize == "chars":
+        ll = ll / np.asarray([len(c) for c in choices], dtype=np.float64)
+    elif normalize == "bytes":
+        ll = ll / np.asarray([len(c.encode("utf-8")) for c in choices], dtype=np.float64)
+    elif normalize is not None:
+        raise ValueError(f"normalize must be chars, bytes or None, got {normalize!r}")
+    return int(np.argmax(ll))
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    return tokenizer.encode(text, add_special_tokens=False).ids
+
+
+@torch.no_grad()
+def continuation_logliks(trainer, tokenizer, context: str, continuations: list[str]) -> list[float]:
+    """Summed log-likelihood (nats) of each continuation after `context`, by the trainer's model."""
+    eod = trainer.manifest["vocabulary"]["eod"]
+    ctx = [eod] + _encode(tokenizer, context)
+    width = trainer.cfg.seq_length
+    out = []
+    for cont in continuations:
+        whole = [eod] + _encode(tokenizer, context + cont)
+        n_cont = len(whole) - len(ctx)
+        if n_cont < 1:
+            raise RecipeError(f"continuation {cont!r} adds no token to its context")
+        seq = whole[-(width + 1):]            # left-truncated to the model's window, as lm-eval does
+        piece = torch.tensor(seq, dtype=torch.int64)[None]
+        inputs, labels = piece[:, :-1], piece[:, 1:]
+        head = trainer.lut[labels]
+        if (head[0, -n_cont:] < 0).any():
+            raise RecipeError(f"continuation {cont!r} holds a token the model's output head does not predict")
+        logits, _ = trainer.model(inputs, torch.zeros_like(inputs))
+        logp = F.log_softmax(logits.float()[0], dim=-1)
+        picked = logp[torch.arange(labels.shape[1]), head[0].clamp(min=0)]
+        out.append(float(picked[-n_cont:].sum()))
+    return out
+
+
+def choice_accuracy(trainer, tokenizer, items: list[Item], template: str, normalize: str) -> dict:
+    """`acc`, `acc_norm` (the ranking signal) and the item count of one set."""
+    was_training = trainer.model.training
+    trainer.model.eval()
+    right = right_norm = 0
+    for it in items:
+        ll = continuation_logliks(trainer, tokenizer, template.format(question=it.question),
+                                  [" " + c for c in it.choices])
+        right += pick(ll, it.choices, None) == it.answer
+        right_norm += pick(ll, it.choices, normalize) == it.answer
+    if was_training:
+        trainer.model.train()
+    return {"acc": right / len(items), "acc_norm": right_norm / len(items), "items": len(items),
+            "normalize": normalize}
