@@ -9,8 +9,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from tests.sessions import audio_run, demo_run, ray_local, text_run, two_node_cluster, wheel  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 
-def picture(seed: int, size: tuple[int, int] = (96, 80)) -> "Image.Image":  # noqa: F821
+def picture(seed: int, size: tuple[int, int] = (96, 80)) -> Image.Image:  # noqa: F821
     """A smooth RGB picture: per channel, three low-frequency waves with seeded directions and phases."""
     from PIL import Image
     rng = np.random.default_rng(seed)

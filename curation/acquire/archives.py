@@ -39,9 +39,9 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from curation.acquire.members import _CHUNK, _DIR_MODE, Refused, Writer
 from curation.errors import InputError

@@ -164,7 +164,7 @@ class Fetcher:
                     if len(body) > self.policy.max_bytes:
                         return TOO_LARGE, headers, b""
                 return resp.status, headers, body
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise _Transient("timeout") from None
             except (OSError, http.client.HTTPException) as e:
                 raise _Transient(f"connection_error:{type(e).__name__}") from None

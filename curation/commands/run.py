@@ -16,19 +16,19 @@ from curation.errors import CurateError, RunFailed
 from curation.ledger import build_rows, write_ledger
 from curation.ledger.environment import utc_now
 from curation.ledger.health import source_failures
+from curation.ledger.pools import main_pool
 from curation.ledger.ranks import describe as describe_ranks
 from curation.mixture.manifests import handoff_rows, remove_manifests, stage_handoffs, write_manifests
-from curation.mixture.signing import load_private_key, remove_signatures, sign_manifest
 from curation.mixture.planning import ledger_rows as mixture_ledger_rows
 from curation.mixture.planning import mark_inclusion, plan_recipe
+from curation.mixture.signing import load_private_key, remove_signatures, sign_manifest
 from curation.plan.graph import Plan, load_plan
 from curation.recipe import load_recipe
 from curation.report import write_report
+from curation.runtime import mirror
 from curation.runtime.cluster import media_kinds
 from curation.runtime.execute import execute
-from curation.runtime import mirror
 from curation.runtime.local import LocalExecutor
-from curation.ledger.pools import main_pool
 from curation.runtime.ray_executor import RayExecutor
 from curation.shards import read_index
 from curation.steps.image.worklist import write_worklist

@@ -152,7 +152,7 @@ class OutputLock:
         if other and other.get("token") == self.holder["token"]:
             self._remove()
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         self.acquire()
         return self
 

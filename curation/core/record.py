@@ -50,7 +50,7 @@ class StepStats:
     def balanced(self) -> bool:
         return self.records_in == self.records_out + sum(self.dropped.values()) + sum(self.quarantined.values())
 
-    def __add__(self, other: "StepStats") -> "StepStats":
+    def __add__(self, other: StepStats) -> StepStats:
         """The counts of one step over two shards (summing a source's shards: `ledger.rows`). Counters are
         added with `update`, which keeps zero counts (`Counter.__add__` would drop them)."""
         if other.step != self.step:
@@ -70,7 +70,7 @@ class StepStats:
                 **({"notes": dict(sorted(self.notes.items()))} if self.notes else {})}
 
     @classmethod
-    def from_json(cls, d: dict) -> "StepStats":
+    def from_json(cls, d: dict) -> StepStats:
         return cls(d["step"], d["records_in"], d["records_out"], Counter(d["dropped"]),
                    Counter(d["quarantined"]), d["seconds"], Counter(d.get("notes", {})))
 

@@ -43,7 +43,7 @@ class Resources:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Resources":
+    def from_json(cls, data: dict | None) -> Resources:
         return cls(**(data or {}))
 
     def describe(self) -> str:
@@ -53,7 +53,7 @@ class Resources:
         return f"cpus={self.cpus:g},gpus={gpus}{mem}"
 
 
-def merged(*requests: "Resources") -> Resources:
+def merged(*requests: Resources) -> Resources:
     """One task running several codecs: the most CPUs and memory, and a GPU if any asks (cuda before auto)."""
     device = "cuda" if any(r.device == "cuda" for r in requests) else \
         "auto" if any(r.device == "auto" for r in requests) else "cpu"

@@ -49,7 +49,7 @@ class Vocabulary:
     REQUIRED_BLOCKS = ("text", "reserved", "image", "audio")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Vocabulary":
+    def load(cls, path: str | Path) -> Vocabulary:
         path = Path(path).resolve()
         raw = path.read_bytes()
         try:
@@ -87,7 +87,7 @@ class Vocabulary:
 
     @staticmethod
     @lru_cache(maxsize=4)
-    def cached(path: str) -> "Vocabulary":
+    def cached(path: str) -> Vocabulary:
         """One loaded vocabulary (and tokenizer) per path and process: tasks of a worker share it."""
         return Vocabulary.load(path)
 

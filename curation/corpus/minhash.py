@@ -43,7 +43,7 @@ from curation.steps.text.minhash import (
     Shingler,
     band_keys,
     permutations,
-    signature,
+    signatures_batch,
 )
 
 CLUSTER_SCHEMA = pa.schema(CLUSTER_COLUMNS)
@@ -61,15 +61,11 @@ def run_signatures(out: Path, node: Node) -> dict:
     keys = np.empty((pq.ParquetFile(path).metadata.num_rows, bands), dtype=np.uint64)
     at = 0
     for cols in column_batches(path):
-        sigs = [signature(shingles(t), a, b) for t in cols["text"]]
-        full = np.zeros((len(sigs), bands * rows), dtype=np.uint64)
-        for i, sig in enumerate(sigs):
-            if sig is not None:
-                full[i] = sig
+        full, empty = signatures_batch([shingles(t) for t in cols["text"]], a, b)   # one numpy pass per batch
         batch = band_keys(full, bands, rows)
-        batch[[s is None for s in sigs]] = NO_SHINGLES  # texts without shingles match nothing
-        keys[at:at + len(sigs)] = batch
-        at += len(sigs)
+        batch[empty] = NO_SHINGLES  # texts without shingles match nothing
+        keys[at:at + len(batch)] = batch
+        at += len(batch)
     sig = sig_path(out, node.source, node.shard)
     save_array(sig, keys)
     return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
@@ -170,7 +166,7 @@ def highest_quality(roots: np.ndarray, nodes: np.ndarray, scores: np.ndarray, in
     return np.array([r if r < indexed else best[r] for r in roots.tolist()], dtype=np.int64)
 
 
-def run_clusters(out: Path, node: Node, phase: "MinHashPhase") -> dict:
+def run_clusters(out: Path, node: Node, phase: MinHashPhase) -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
     entries = corpus_shards(out, shards, spec["index"])

@@ -124,7 +124,7 @@ def _evidence(names: list[str], cut: list[float], groups: np.ndarray, scores: np
                      for g, s in zip(groups.tolist(), scores.tolist())], pa.string())
 
 
-def run_resolve(out: Path, node: Node, phase: "SelectPhase") -> dict:
+def run_resolve(out: Path, node: Node, phase: SelectPhase) -> dict:
     """One pool: thresholds per group, then the drop list of every shard of the pool's sources."""
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 
 # ledger column -> the import name of the library it reports
@@ -36,7 +36,7 @@ TIME_COLUMNS = ("started_at", "finished_at", "host")
 
 def utc_now() -> str:
     """The current time as UTC ISO 8601 to the second, e.g. ``2026-03-24T09:15:02Z``."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _canonical(name: str) -> str:

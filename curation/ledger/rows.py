@@ -15,9 +15,9 @@ from curation.core.layout import source_prefix
 from curation.core.record import StepStats
 from curation.ledger.conservation import check_conservation, check_written
 from curation.ledger.encoders import encoder_rows
-from curation.ledger.ranks import rank_rows
 from curation.ledger.environment import environment_row
 from curation.ledger.pools import pool_name
+from curation.ledger.ranks import rank_rows
 from curation.plan.graph import Plan
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality

@@ -10,9 +10,9 @@ import pyarrow as pa
 from curation.acquire.feeds import FEEDS_SCHEMA
 from curation.ledger.encoders import ENCODERS
 from curation.ledger.encoders import VOLATILE as ENCODER_VOLATILE
+from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.ledger.ranks import RANK_PLAN
 from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
-from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
 

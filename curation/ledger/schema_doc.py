@@ -19,7 +19,8 @@ def empty_ledger(con) -> None:
     import pyarrow as pa
 
     from curation.ledger.schema import SCHEMAS
-    from curation.ledger.store import DECISIONS_SCHEMA, VIEWS as VIEW_SQL   # store imports comments
+    from curation.ledger.store import DECISIONS_SCHEMA  # store imports comments
+    from curation.ledger.store import VIEWS as VIEW_SQL
 
     for name, schema in {**SCHEMAS, "decisions": DECISIONS_SCHEMA}.items():
         con.register("empty_table", pa.Table.from_pylist([], schema=schema))

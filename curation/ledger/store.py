@@ -51,8 +51,6 @@ VIEWS = {
 
 
 def write_ledger(rows: dict[str, list[dict]], ledger_dir: Path) -> Path:
-    import duckdb
-
     ledger_dir.mkdir(parents=True, exist_ok=True)
     for name, schema in SCHEMAS.items():
         data = rows.get(name, [])

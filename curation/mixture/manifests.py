@@ -23,6 +23,7 @@ from pathlib import Path
 from curation.core.atomic import atomic_write_json, save_array
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
+from curation.ledger.pools import main_pool
 from curation.ledger.schema import EXECUTION_TABLES
 from curation.mixture.manifest_schema import FORMAT, field_digests, load_manifest
 from curation.mixture.megatron import blend_of, write_handoff
@@ -31,10 +32,9 @@ from curation.mixture.planning import StagePlan
 from curation.mixture.sampling import plan_seed, sample_counts, save_counts
 from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
-from curation.ledger.pools import main_pool
 from curation.shards import read_index
-from curation.shards.indexed import has_tokens
 from curation.shards.counting import count_tokens_by_modality
+from curation.shards.indexed import has_tokens
 
 __all__ = ["FORMAT", "handoff_rows", "stage_handoffs", "write_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
@@ -265,4 +265,4 @@ def megatron_blend(manifest_path: Path) -> list:
 
 
 # re-exported for `from curation.mixture.manifests import verify_manifest` (verify imports no module above)
-from curation.mixture.verify import verify_manifest
+from curation.mixture.verify import verify_manifest  # noqa: E402

@@ -27,8 +27,8 @@ from curation.mixture.megatron import (
     tokenizer_settings,
 )
 from curation.mixture.megatron_packed import chunk_sizes, expected_digests, prefix_names
-from curation.mixture.sequences import stage_sequences
 from curation.mixture.sampling import read_plan
+from curation.mixture.sequences import stage_sequences
 from curation.shards.indexed import index_parts, read_index
 
 

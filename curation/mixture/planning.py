@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from curation.mixture.manifest_schema import training_json
 from curation.mixture.longcontext import LongContextPlan, plan_long_context
+from curation.mixture.manifest_schema import training_json
 from curation.mixture.variants import shard_variant
 from curation.recipe.schema import MixtureEntry, Recipe, Source, Stage
 

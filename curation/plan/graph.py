@@ -18,9 +18,9 @@ from curation.core.node import CODE_EPOCH, Node
 from curation.core.vocab import Vocabulary
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.errors import RecipeError
-from curation.plan.size import check_plan_size
 from curation.plan.phases import applied
 from curation.plan.pipeline import compliance, drop_names, encoder_spec, process_chain
+from curation.plan.size import check_plan_size
 from curation.recipe import LoadedRecipe, load_recipe
 from curation.steps.compliance.optout import DEFAULT_AGENTS, OptOutIndex
 from curation.steps.registry import MODALITIES

@@ -2,7 +2,7 @@
 only select steps `curate` ships (it never imports code)."""
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -136,7 +136,7 @@ class Toxicity(_Classifier):
 
 
 FilterConfig = Annotated[
-    Union[LengthFilter, GopherQualityFilter, GopherRepetitionFilter, C4QualityFilter,
-          FineWebQualityFilter, LanguageFilter, QualityScore, Toxicity],
+    LengthFilter | GopherQualityFilter | GopherRepetitionFilter | C4QualityFilter
+    | FineWebQualityFilter | LanguageFilter | QualityScore | Toxicity,
     Field(discriminator="type"),
 ]

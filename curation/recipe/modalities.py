@@ -120,6 +120,24 @@ class Reasoning(Strict):
     end: str = "</think>"
 
 
+class SyntheticTasks(Strict):
+    """Synthetic verifiable long-context tasks (Apertus 1.5 section 3.3, `curation.steps.text.longtasks`):
+    every document of the source becomes one task example (common-word extraction, document-order
+    reconstruction or artificial needles, drawn by `weights`) injected as Q&A turns in the chat template.
+    Documents shorter than `hard_below_words` words go to the hard bucket (10 CWE questions, 8 sections,
+    4 needles), the rest to the easy one (5, 4, 2). `seed` with the document id decides every draw."""
+    weights: dict[Literal["cwe", "docorder", "needles"], float] = {"cwe": 0.5, "docorder": 0.3, "needles": 0.2}
+    hard_below_words: int = Field(default=1000, ge=1, le=10**9)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, w: dict) -> dict:
+        if any(v < 0 for v in w.values()) or not any(v > 0 for v in w.values()):
+            raise ValueError(f"weights must be >= 0 with at least one > 0, got {w}")
+        return dict(sorted(w.items()))
+
+
 class Interleaved(Strict):
     """Interleaved image-text documents (`modality: interleaved`): each row or sample holds the parallel lists
     `texts_field` and `images_field` in reading order, with exactly one of the two non-null at every position

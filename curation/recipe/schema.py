@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
-from curation.recipe.compliance import (  # noqa: F401 - part of the schema
+from curation.recipe.compliance import (  # part of the schema
     PII,
     Constituents,
     LicenceClass,
@@ -43,7 +43,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
     LengthFilter,
     OnError,
 )
-from curation.recipe.inputs import Acquire, Input  # noqa: F401 - part of the schema
+from curation.recipe.inputs import Acquire, Input  # part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import (  # noqa: F401
     Audio,
@@ -51,6 +51,7 @@ from curation.recipe.modalities import (  # noqa: F401
     Images,
     Interleaved,
     Reasoning,
+    SyntheticTasks,
     check_media_settings,
 )
 from curation.recipe.selection import Select, check_scores, check_select
@@ -105,6 +106,7 @@ class Source(Strict):
     audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
     interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
+    synthetic_tasks: SyntheticTasks | None = None  # each document becomes a long-context task example (text)
     revision: str | None = None       # the pinned revision of the data, when it has one
     # a run fails when more of this source's input units than this share are quarantined, or when the
     # source keeps nothing (unless the licence policy excluded it, or `allow_empty`): never a quiet pass
@@ -166,6 +168,10 @@ class Source(Strict):
         if self.acquire is not None and self.acquire.kind == "audio_folder" and self.modality != "audio":
             raise ValueError("`acquire.kind: audio_folder` writes a clip manifest: set `modality: audio` and "
                              "`input: {format: audio, paths: [clips.jsonl], id_field: id}`")
+        if self.synthetic_tasks is not None and (self.modality != "text" or self.input.conversation_form()
+                                                 is not None or self.reasoning is not None):
+            raise ValueError("`synthetic_tasks` applies to text sources of plain documents (no `conversations`, "
+                             "no `reasoning`): each document becomes one task conversation")
         if self.reasoning is not None and self.modality != "text":
             raise ValueError("`reasoning` applies to text sources (SFT conversations with reasoning spans)")
         if self.modality == "audio" and self.filters:

@@ -74,7 +74,7 @@ def flow_plot(rows: dict, path: Path) -> Path:
                             linewidth=0)
             for edge in (_smooth(a0, b0), _smooth(a1, b1)):
                 ax.plot(xs, edge, color="white", linewidth=0.7)
-    for k, (_, vals, _) in enumerate(cols):
+    for k in range(len(cols)):
         for s in sources:
             top, bottom = spans[k][s]
             if bottom > top:

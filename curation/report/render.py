@@ -20,8 +20,15 @@ from curation.report.flow import flow_plot
 from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
 from curation.report.quality import quality_sections
-from curation.report.sections import (consumed_sections, decont_sections, dedup_sections, media_sections,
-                                      mixture_sections, record_sections, retry_sections)
+from curation.report.sections import (
+    consumed_sections,
+    decont_sections,
+    dedup_sections,
+    media_sections,
+    mixture_sections,
+    record_sections,
+    retry_sections,
+)
 from curation.report.table import Section, inline, slug
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#222}

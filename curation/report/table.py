@@ -11,7 +11,6 @@ import html
 import re
 from dataclasses import dataclass
 
-
 ROW_STYLES = ("fold", "total")   # styles that apply to the cell's whole row in HTML
 LONG = 40        # an HTML table of more rows starts collapsed (<details>); the Markdown shows them all
 NOWRAP = 32      # a cell of one word up to this long is not broken (CC-BY-4.0 stays on one line)

@@ -25,7 +25,7 @@ class LocalExecutor:
         self.retries: list[dict] = []   # a task here cannot lose its worker: never any
         self._queue: deque = deque()
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         return self
 
     def __exit__(self, *exc) -> None:

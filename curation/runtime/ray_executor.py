@@ -21,7 +21,6 @@ from curation.errors import CurateError
 from curation.runtime import cluster
 from curation.runtime.schedule import run_all
 
-
 # Lost with their worker or node (killed, preempted, out of memory): the task itself did nothing wrong,
 # so it runs again elsewhere. An exception the task raised (RayTaskError) is never retried.
 DEFAULT_RETRIES = 3
@@ -57,7 +56,7 @@ class RayExecutor:
         self._pending: dict[Any, tuple] = {}
         self._cpus, self._cpus_at = 1, float("-inf")
 
-    def __enter__(self) -> "RayExecutor":
+    def __enter__(self) -> RayExecutor:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not self.address:
             _loopback_env()   # before Ray reads it; only embedded: a cluster driver must not hide on loopback

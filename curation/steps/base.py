@@ -44,7 +44,7 @@ from curation.errors import RecordError, StepFailed
 class StepSpec:
     name: str
     settings: dict                           # JSON-able: every setting the step reads
-    build: Callable[..., "Step"]             # build(source=..., sink=...) -> the step
+    build: Callable[..., Step]               # build(source=..., sink=...) -> the step
     resources: Resources = Resources()       # what its task asks the scheduler for
 
 
@@ -200,18 +200,26 @@ class Reader(Step):
     def parse(self) -> Iterator[Record | Reject]:
         raise TypeError(f"{type(self).__name__} must implement parse()")
 
+    def portable(self, detail: str) -> str:
+        """`detail` with this input's location written as the recipe names it (`shard_label`): the evidence a
+        parser writes names the file it read, and the ledger must not depend on where the checkout lives
+        (the same recipe and inputs give the same decisions in any folder)."""
+        where = str(self.path)
+        return detail.replace(where, self.shard_label) if where and where != self.shard_label else detail
+
     def run(self, records: Iterable[Record] = ()) -> Iterator[Record]:
         stats, seen = self.stats, set()
         start = time.perf_counter()
         for item in self.parse():
             stats.records_in += 1
             if isinstance(item, Reject) and item.quarantine:
-                self.quarantine(item.loc, item.reason, item.detail, item.raw)
+                self.quarantine(item.loc, item.reason, self.portable(item.detail), item.raw)
             elif isinstance(item, Reject):
                 self.stats.dropped[item.reason] += 1
-                self.sink.dropped(step=self.name, record_id=item.loc, reason=item.reason, detail=item.detail)
+                self.sink.dropped(step=self.name, record_id=item.loc, reason=item.reason,
+                                  detail=self.portable(item.detail))
             elif item.id in seen:
-                self.quarantine(item.id, "duplicate_id", f"{self.path}: id {item.id!r} already seen in this shard")
+                self.quarantine(item.id, "duplicate_id", f"{self.shard_label}: id {item.id!r} already seen in this shard")
             else:
                 seen.add(item.id)
                 stats.records_out += 1
@@ -220,7 +228,7 @@ class Reader(Step):
                 start = time.perf_counter()
         if stats.records_in == 0:
             stats.records_in += 1
-            self.quarantine(f"{self.shard_label}:0", "empty_file", f"{self.path}: file has no records; "
+            self.quarantine(f"{self.shard_label}:0", "empty_file", f"{self.shard_label}: file has no records; "
                             f"remove it from the source or check how it was produced")
         stats.seconds += time.perf_counter() - start
 

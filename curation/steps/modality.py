@@ -51,7 +51,7 @@ class Modality:
     # expands conversation media runs the image and/or audio codec, an interleaved source the image codec
     codecs_of: Callable[[object], dict[str, str]] | None = None
     family: str | None = None                          # the column it counts in by modality (Table 3); default name
-    processed_writer: Callable[..., "ProcessedWriter"] | None = None
+    processed_writer: Callable[..., ProcessedWriter] | None = None
     ledger_table: LedgerTable | None = None
     # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints;
     # called with (source, shard path, recipe folder), the folder that relative `input.allow_roots` start from
@@ -79,7 +79,7 @@ class Modality:
     def schema(self) -> pa.Schema:
         return pa.schema([*BASE_COLUMNS, *self.extra_columns])
 
-    def writer(self, path: Path, **kw) -> "ProcessedWriter":
+    def writer(self, path: Path, **kw) -> ProcessedWriter:
         return (self.processed_writer or ProcessedWriter)(self, path, **kw)
 
 

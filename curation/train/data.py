@@ -56,7 +56,7 @@ class Consumed:
                 "repeat_tokens": dict(self.repeat_tokens), "documents": dict(self.documents)}
 
     @classmethod
-    def from_state(cls, d: dict) -> "Consumed":
+    def from_state(cls, d: dict) -> Consumed:
         return cls({(s, m): int(n) for s, m, n in d["tokens"]}, {k: int(v) for k, v in d["repeat_tokens"].items()},
                    {k: int(v) for k, v in d["documents"].items()})
 

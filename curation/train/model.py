@@ -74,7 +74,7 @@ class ModelConfig:
     init_std: float = 0.02
 
     @classmethod
-    def tiny(cls, **overrides) -> "ModelConfig":
+    def tiny(cls, **overrides) -> ModelConfig:
         """Trains on two CPU cores in minutes: d_model 128, 7 layers in Nemotron 3 Nano's ratio."""
         base = dict(vocab_size=266752, d_model=128, pattern="MEM*EME", n_heads=4, n_kv_heads=2,
                     mamba_d_state=32, mamba_head_dim=32, mamba_expand=2, mamba_n_groups=1,

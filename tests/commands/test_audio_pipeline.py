@@ -77,7 +77,7 @@ def test_audio_recipe_end_to_end(audio_run, tmp_path, ray_local):
         assert kinds[-1] == "text"                                    # every sequence ends with text
         content = [s for s in kinds if s in ("audio", "text")]
         assert all(x != y for x, y in zip(content, content[1:]))    # modality alternates clip by clip
-        for x, marker, y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
+        for x, marker, _y in zip(kinds[::2], kinds[1::2], kinds[2::2]):
             assert marker in (("S", "R") if x == "audio" else ("T",))   # the right task marker
         assert "R" not in kinds or len(content) == 2                    # "transcribe" only in a pair
         audio_segments += kinds.count("audio")
@@ -193,7 +193,7 @@ def test_long_sequences_go_to_the_long_context_pool_shards(audio_run, tmp_path):
     for w in writers.values():
         w.close()
     _, s, _, _ = read_index(tmp_path / "p.idx")
-    _, l, _, _ = read_index(tmp_path / "p.long_context.idx")
-    assert s.size and l.size and s.max() <= 700 < l.min()
-    assert (tok.stats.notes["stage2"], tok.stats.notes["long_context"]) == (s.size, l.size)
+    _, lc, _, _ = read_index(tmp_path / "p.long_context.idx")
+    assert s.size and lc.size and s.max() <= 700 < lc.min()
+    assert (tok.stats.notes["stage2"], tok.stats.notes["long_context"]) == (s.size, lc.size)
     assert tok.stats.records_in == tok.stats.records_out == len(rows)   # every clip accounted for

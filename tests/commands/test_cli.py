@@ -1,10 +1,10 @@
 """The command line as a user meets it: exit codes and messages, common options, ledger export."""
 import argparse
 import csv
-import re
 import io
 import json
 import logging
+import re
 
 import pyarrow.parquet as pq
 import pytest

@@ -89,7 +89,7 @@ def test_megatron_core_reads_the_shards_and_the_packed_hand_off(text_run):
         vocab_size = m["megatron"]["tokenizer"]["padded_vocab_size"]
         eod = m["megatron"]["tokenizer"]["eod"]
         pad = m["megatron"]["tokenizer"]["pad"]
-        unique_identifiers = {"vocabulary": m["vocabulary"]["id"]}
+        unique_identifiers = {"vocabulary": m["vocabulary"]["id"]}  # noqa: RUF012 - megatron-core reads it, never writes
 
     config = GPTDatasetConfig(random_seed=1234, sequence_length=m["seq_length"], blend=(prefixes, weights),
                               split="1,0,0", tokenizer=Tokenizer(), reset_position_ids=False,

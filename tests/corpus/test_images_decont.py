@@ -34,7 +34,7 @@ def test_decode_normalises_modes_and_orientation():
     for mode in ("CMYK", "P", "L", "RGBA", "LA"):
         img = decode(encode(base.convert(mode), "TIFF" if mode == "CMYK" else "PNG"))
         assert img.mode == "RGB" and img.size == (320, 240)
-    sixteen = Image.fromarray((np.arange(64 * 48, dtype=np.uint16).reshape(48, 64) * 16))
+    sixteen = Image.fromarray(np.arange(64 * 48, dtype=np.uint16).reshape(48, 64) * 16)
     assert decode(encode(sixteen)).mode == "RGB"
     exif = Image.Exif()
     exif[0x0112] = 6  # rotated 90°: the decoded image must come out upright (portrait)

@@ -15,8 +15,8 @@ import pytest
 
 from curation.commands.run import run
 from curation.ledger.comments import column_comment, described
-from curation.ledger.schema_doc import empty_ledger, readme_section, schema_markdown
 from curation.ledger.schema import SCHEMAS
+from curation.ledger.schema_doc import empty_ledger, readme_section, schema_markdown
 from curation.ledger.store import DECISIONS_SCHEMA, STORAGE_FORMAT
 from tests.conftest import english_doc, make_recipe, write_jsonl
 

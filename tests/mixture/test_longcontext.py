@@ -41,7 +41,7 @@ def test_best_fit_decreasing_packs_tightly_and_never_overflows():
     items = [(int(n), 0, i) for i, n in enumerate(rng.integers(1, 1024, 300))]
     rows, bins = best_fit_decreasing(items, 1024)
     load = np.zeros(bins, dtype=np.int64)
-    for src, doc, b in rows:
+    for _src, doc, b in rows:
         load[b] += items[doc][0]
     assert load.max() <= 1024 and sorted(rows[:, 1].tolist()) == list(range(300))
     assert bins <= int(np.ceil(sum(i[0] for i in items) / 1024 * 11 / 9)) + 1  # BFD's 11/9 OPT bound

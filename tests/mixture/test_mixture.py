@@ -145,9 +145,9 @@ def test_manifests_of_removed_stages_are_deleted(tmp_path):
     for folder in (mdir / "plans", tmp_path / "megatron"):
         (folder / "old").mkdir(parents=True)
         (folder / "keep").mkdir(parents=True)
-    (mdir / "old.json").write_text('{"format": "%s"}' % FORMAT)
+    (mdir / "old.json").write_text(f'{{"format": "{FORMAT}"}}')
     (mdir / "older.json").write_text('{"format": "curate-manifest/1"}')      # an earlier format of ours
-    (mdir / "keep.json").write_text('{"format": "%s"}' % FORMAT)
+    (mdir / "keep.json").write_text(f'{{"format": "{FORMAT}"}}')
     _remove_stale(tmp_path, {"keep"})
     assert sorted(p.name for p in mdir.iterdir()) == ["keep.json", "plans"]
     assert [p.name for p in (mdir / "plans").iterdir()] == ["keep"]

@@ -14,7 +14,7 @@ from curation.commands.run import run
 from curation.errors import UsageError, VerifyError
 from curation.mixture.manifest_schema import field_digests
 from curation.mixture.merkle import manifest_leaves, merkle_root
-from curation.mixture.signing import signature_path, sign_manifest
+from curation.mixture.signing import sign_manifest, signature_path
 from curation.mixture.verify import verify_manifest
 from tests.conftest import english_doc, make_recipe, write_jsonl
 

@@ -57,7 +57,7 @@ def test_remote_inputs_are_read_in_place_and_give_the_bytes_of_local_copies(memf
     for name in ("part-0.jsonl.gz", "part-1.jsonl"):
         (local_dir / name).write_bytes(memfs.cat(f"/bucket/web/{name}"))
     local = run(_recipe(tmp_path, str(local_dir / "part-*")), tmp_path / "local", progress=False)
-    assert remote.rows["tokens"][0]["documents"] == 6
+    assert remote.rows["tokens"][0]["documents"] == local.rows["tokens"][0]["documents"] == 6
     for ext in ("bin", "idx"):
         assert (tmp_path / "remote" / "tokenized" / "web" / f"web.{ext}").read_bytes() == \
             (tmp_path / "local" / "tokenized" / "web" / f"web.{ext}").read_bytes()

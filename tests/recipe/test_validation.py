@@ -275,6 +275,7 @@ def test_a_vocabulary_that_is_a_folder_says_so(tmp_path):
 def test_a_benchmark_fields_typo_fails_validate(tmp_path):
     import gzip
     import json as _json
+
     from curation.plan.graph import load_plan
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(_json.dumps({"question": "q", "answer": "a"}).encode()))
     p = _recipe(tmp_path, _source(top="decontamination:\n  benchmarks:\n"

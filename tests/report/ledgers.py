@@ -65,7 +65,7 @@ def soofi_like(n_sources: int = 24, run: str = "f00dfeedc0ffee00") -> dict[str, 
             left -= lost + quarantined
         rows["tokens"].append({"run": run, "source": name, "pool": "main", "documents": left, "text_tokens": tokens,
                                "image_tokens": 0, "audio_tokens": 0, "total_tokens": tokens})
-        for st, budget in (("phase1", 23_051_000), ("phase2", 6_303_000), ("long-context", 188_000)):
+        for st in (s["stage"] for s in rows["stages"]):
             epochs = 0.0 if (st == "phase2" and i % 4 == 1) or (st == "long-context" and cat != "SFT" and i % 2) \
                 else 1.0 + (i % 3)
             rows["mixture"].append({"run": run, "stage": st, "source": name, "category": cat, "raw_tokens": tokens,

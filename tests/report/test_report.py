@@ -8,8 +8,13 @@ import pytest
 from PIL import Image
 
 from curation.report import write_report
-from curation.report.colours import (CATEGORY_PALETTE, SOURCE_PALETTE, category_colour_map, report_colours,
-                                     source_colour_map)
+from curation.report.colours import (
+    CATEGORY_PALETTE,
+    SOURCE_PALETTE,
+    category_colour_map,
+    report_colours,
+    source_colour_map,
+)
 from curation.report.provenance import inputs_digest, revision_cell
 from curation.report.removals import group_removals
 from curation.steps.compliance.licences import UNKNOWN_ADMITTED

@@ -71,7 +71,7 @@ def _cell_px(runs, nowrap: bool, bold: bool) -> float:
         return sum(text_px(t, bold, mono) for t, mono in runs)
     widest, word = 0.0, 0.0       # the longest run between break opportunities (spaces)
     for t, mono in runs:
-        for i, piece in enumerate(re.split(r"(\s+)", t)):
+        for _i, piece in enumerate(re.split(r"(\s+)", t)):
             if piece.isspace():
                 widest, word = max(widest, word), 0.0
             elif piece:

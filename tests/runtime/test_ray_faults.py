@@ -47,7 +47,7 @@ def faulted_run(text_run, tmp_path_factory):
     (tmp / "plan.json").write_text(json.dumps(plan))
     # Ray places a small run's few signatures tasks where it likes: when none ran on worker-1 the fault was
     # never injected (a miss of the test's timing, not a failure of the run), so the plan runs once more
-    for attempt in range(2):
+    for _attempt in range(2):
         shutil.rmtree(tmp / "faulted", ignore_errors=True)
         try:
             p = subprocess.run(["unshare", "-n", sys.executable, "-m", "tests.raystart", str(tmp / "plan.json"),

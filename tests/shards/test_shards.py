@@ -40,7 +40,7 @@ def test_megatron_core_reads_written_and_merged_shards(tmp_path):
     assert [ds[i].tolist() for i in range(4)] == docs_a + docs_b
     assert ds.sequence_lengths.tolist() == [4, 3, 2, 4]
     assert ds.document_indices.tolist() == [0, 1, 2, 3, 4]
-    assert read_tokens(tmp_path / "all").tolist() == sum(docs_a + docs_b, [])
+    assert read_tokens(tmp_path / "all").tolist() == [t for d in docs_a + docs_b for t in d]
 
 
 def test_abort_leaves_nothing_that_looks_complete(tmp_path):

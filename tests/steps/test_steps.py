@@ -199,3 +199,17 @@ def test_conversations_are_read_with_all_turns(tmp_path):
                          source="s", sink=QuarantineSink())
     assert [(r.id, r.text) for r in reader.run()] == [("a", "Question?\n\nAnswer."), ("b", "Hi\n\nHello")]
     assert dict(reader.stats.quarantined) == {"missing_text": 1}
+
+
+def test_reader_evidence_names_the_input_as_the_recipe_does(tmp_path):
+    """Quarantine and drop details name the shard label, not this checkout's absolute path, so the same
+    recipe run from another folder writes the same decisions."""
+    p = tmp_path / "deep" / "bad.jsonl"
+    p.parent.mkdir()
+    p.write_bytes(b'{not json\n{"id": "a", "text": "fine"}\n{"id": "a", "text": "again"}\n')
+    sink = QuarantineSink()
+    reader = JsonlReader(p, text_field="text", id_field="id", metadata_fields=[], shard_label="src/deep/bad.jsonl", source="s", sink=sink)
+    assert [r.id for r in reader.run()] == ["a"]
+    details = [e["detail"] for e in sink.entries]
+    assert len(details) == 2 and all(str(tmp_path) not in d for d in details)
+    assert all(d.startswith("src/deep/bad.jsonl") for d in details)

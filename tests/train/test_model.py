@@ -33,7 +33,7 @@ def build(cfg: ModelConfig, seed: int = 0, dtype=torch.float64) -> HybridLM:
     return HybridLM(cfg).to(dtype).eval()
 
 
-def ssd_inputs(b, l, h, p, g, n, dtype=torch.float64, seed=0):
+def ssd_inputs(b, l, h, p, g, n, dtype=torch.float64, seed=0):  # noqa: E741 - ssd_scan's shape names
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(b, l, h, p, generator=gen, dtype=dtype)
     dt = F.softplus(torch.randn(b, l, h, generator=gen, dtype=dtype) - 1)

@@ -173,7 +173,7 @@ class WavTokenizerEncoder(nn.Module):
         self.eval()
 
     @classmethod
-    def seeded(cls, config: dict, seed: int = 0) -> "WavTokenizerEncoder":
+    def seeded(cls, config: dict, seed: int = 0) -> WavTokenizerEncoder:
         """Random weights from `seed` (PyTorch's default initialisation), drawn without touching the
         caller's random state, then two data-dependent steps on a seeded synthetic clip (tones and noise
         at varying levels), as weight-norm and k-means initialisation do: the last conv is rescaled so
@@ -200,7 +200,7 @@ class WavTokenizerEncoder(nn.Module):
         return model
 
     @classmethod
-    def from_configs(cls, configs: dict[str, object]) -> "WavTokenizerEncoder":
+    def from_configs(cls, configs: dict[str, object]) -> WavTokenizerEncoder:
         (name, raw), = configs.items()
         return cls(_checkpoint_config(raw, name))
 

@@ -70,9 +70,9 @@ key of its component, so the result does not depend on input order.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable, Iterable, Sequence
 from math import gcd
 from pathlib import Path
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 

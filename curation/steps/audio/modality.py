@@ -110,7 +110,7 @@ def _encoder(src, run: dict) -> StepSpec:
 def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
     """One source's audio accounting: clips, hours, codes and paired text, sequences by kind and pool."""
     n = totals["tokenize"].notes if "tokenize" in totals else {}
-    g = lambda k: int(n.get(k, 0))
+    g = lambda k: int(n.get(k, 0))  # noqa: E731
     return {"run": run, "source": src.name, "category": src.category, "clips": g("clips"),
             "hours": round(n.get("seconds", 0) / 3600, 6), "audio_codes": g("codes"),
             "audio_tokens": counts["audio"], "paired_text_tokens": counts["text"],

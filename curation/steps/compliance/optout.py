@@ -164,7 +164,7 @@ class OptOutIndex:
     # ---------------------------------------------------------------- loading
     @staticmethod
     @lru_cache(maxsize=2)
-    def cached(path: str, agents: tuple[str, ...], fingerprint: str) -> "OptOutIndex":
+    def cached(path: str, agents: tuple[str, ...], fingerprint: str) -> OptOutIndex:
         """The index a run was planned with, loaded once per worker process; snapshots that changed
         since planning are an error, never a silently different opt-out."""
         index = OptOutIndex.load(path, agents=agents)

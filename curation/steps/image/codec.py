@@ -144,12 +144,12 @@ class IBQEncoder(nn.Module):
         return self.config["embed_dim"]
 
     @classmethod
-    def seeded(cls, config: dict, seed: int = 0) -> "IBQEncoder":
+    def seeded(cls, config: dict, seed: int = 0) -> IBQEncoder:
         torch.manual_seed(seed)
         return cls(config["ddconfig"], int(config["n_embed"]), int(config["embed_dim"]))
 
     @classmethod
-    def from_configs(cls, configs: dict[str, object]) -> "IBQEncoder":
+    def from_configs(cls, configs: dict[str, object]) -> IBQEncoder:
         """The architecture of `config.yaml` (taming style: `ddconfig`, `n_embed`, `embed_dim`, at the top
         or under `model.params`) and/or `config.json` (the Hugging Face form, `model_type` Emu3p5VisionVQ:
         the ddconfig fields flat, `codebook_size`); when both are there they must agree."""

@@ -45,7 +45,7 @@ class Plan:
         """Images per batch."""
         return np.bincount(self.batch, minlength=self.tokens.size)
 
-    def for_ranks(self, ranks: int) -> "RankPlan":
+    def for_ranks(self, ranks: int) -> RankPlan:
         """These batches dealt to `ranks` ranks (no rescan, no re-batching): see `rank_plan`."""
         return rank_plan(self.tokens, self.images, ranks)
 

@@ -33,7 +33,6 @@ from curation.steps.image.decode import decode
 from curation.steps.image.phash import domain_phash, domain_reduce
 from curation.steps.interleaved.document import check_images, remove_images
 
-
 WITH_DOCUMENT = "images_dropped_with_document:"
 LISTED_WITH_DOCUMENT = "images_listed_with_document"
 

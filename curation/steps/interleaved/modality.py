@@ -119,7 +119,7 @@ def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
     images_listed = images + images_dropped over every document read."""
     n = totals["tokenize"].notes if "tokenize" in totals else {}
     c = totals["image_check"].notes if "image_check" in totals else {}
-    g = lambda k: int(n.get(k, 0))
+    g = lambda k: int(n.get(k, 0))  # noqa: E731
     dropped: dict[str, int] = {}
     for notes, prefix in ((n, DROPPED), (c, WITH_DOCUMENT)):
         for k, v in notes.items():

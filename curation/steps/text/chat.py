@@ -53,7 +53,7 @@ class ChatMarkers:
     ids: dict[str, int]
 
     @classmethod
-    def from_vocab(cls, vocab) -> "ChatMarkers":
+    def from_vocab(cls, vocab) -> ChatMarkers:
         missing = [m for m in (*MARKERS, *BLOCK_START.values()) if m not in vocab.reserved]
         if missing:
             raise RecordError("no_turn_markers", f"vocabulary {vocab.id} has no reserved marker(s) {missing}; "

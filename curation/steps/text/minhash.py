@@ -56,7 +56,7 @@ class Shingler:
 
     @staticmethod
     @lru_cache(maxsize=2)
-    def cached(ngram: int, language: str = "eng") -> "Shingler":
+    def cached(ngram: int, language: str = "eng") -> Shingler:
         """One per worker process: its word memo carries over from shard to shard (a pure cache)."""
         return Shingler(ngram, language)
 
@@ -127,6 +127,31 @@ def signature(shingles: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray 
     if shingles.size == 0:
         return None
     return ((shingles[:, None] * a + b) % MERSENNE).min(axis=0)
+
+
+def signatures_batch(shingles: list[np.ndarray], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(signatures, empty) of a batch of documents: row d is `signature(shingles[d], a, b)` (zeros where
+    document d has no shingles, flagged in `empty`).
+
+    One numpy pass per permutation over the whole batch's shingles, minimum per document by
+    `np.minimum.reduceat`, instead of one (shingles × permutations) array per document: the same uint64
+    arithmetic, so bit-identical minima, with no Python work per document in the hot loop."""
+    n = len(shingles)
+    sizes = np.fromiter((s.size for s in shingles), dtype=np.int64, count=n)
+    empty = sizes == 0
+    out = np.zeros((n, a.size), dtype=np.uint64)
+    if n == 0 or empty.all():
+        return out, empty
+    flat = np.concatenate([s for s in shingles if s.size])
+    starts = np.concatenate([[0], np.cumsum(sizes[~empty])[:-1]])
+    rows = np.flatnonzero(~empty)
+    tmp = np.empty_like(flat)
+    for i in range(a.size):
+        np.multiply(flat, a[i], out=tmp)
+        np.add(tmp, b[i], out=tmp)
+        np.remainder(tmp, MERSENNE, out=tmp)
+        out[rows, i] = np.minimum.reduceat(tmp, starts)
+    return out, empty
 
 
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:

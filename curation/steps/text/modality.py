@@ -118,6 +118,7 @@ def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
 
 def _encoder(src, run: dict) -> StepSpec:
     reasoning = src.reasoning.model_dump() if src.reasoning else None
+    tasks = src.synthetic_tasks.model_dump() if src.synthetic_tasks else None
     kinds = _expands(src)
     im = src.image_settings()
     media = {"expand_media": kinds, **({"area": im.area, "batch_tokens": im.batch_tokens} if "image" in kinds else {}),
@@ -128,7 +129,7 @@ def _encoder(src, run: dict) -> StepSpec:
 
     def build(**kw):
         text = TextTokenizer(Vocabulary.cached(run["vocab"]), batch_size=run["batch_size"], reasoning=reasoning,
-                             source=kw["source"], sink=kw["sink"])
+                             tasks=tasks, source=kw["source"], sink=kw["sink"])
         if not kinds:
             return text
         # torch: only sources that expand media need it
@@ -143,7 +144,8 @@ def _encoder(src, run: dict) -> StepSpec:
                                           checkpoint=kw.get("checkpoint"), source=kw["source"], sink=kw["sink"])
         return placed(step, {f"{k}_codec": (k, blocks[k]) for k in kinds})
     return StepSpec("tokenize", {"vocab": run["vocab_sha256"], "tokenizer": run["tokenizer_sha256"],
-                                 "reasoning": reasoning, **({"media": media} if kinds else {})}, build,
+                                 "reasoning": reasoning, **({"media": media} if kinds else {}),
+                                 **({"synthetic_tasks": tasks} if tasks else {})}, build,
                     device_resources(*(blocks[k] for k in kinds)))
 
 

@@ -3,7 +3,10 @@ rendered in the chat template (`conversation_tokens`).
 
 Each record writes one sequence to the source's shards; with `reasoning` (SFT data with reasoning
 spans, `curation.steps.text.reasoning`) it also writes the copy without them to the
-`.no_reasoning` shards, so both hold the same documents in the same order.
+`.no_reasoning` shards, so both hold the same documents in the same order. With `tasks` (a source's
+`synthetic_tasks:`, `curation.steps.text.longtasks`) each plain document is first turned into one task
+conversation; a task's plain context (the CWE document) precedes the rendered conversation in the same
+sequence, so it stays a training target while the turns are masked as any conversation's.
 """
 from __future__ import annotations
 
@@ -13,17 +16,22 @@ from curation.core.layout import NO_REASONING
 from curation.core.record import Drop, Record
 from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
+from curation.recipe.modalities import Conversations
 from curation.steps.base import BatchStep
 from curation.steps.text.chat import ChatMarkers, Rendered, render
+from curation.steps.text.longtasks import make_task
 from curation.steps.text.pieces import PieceEncoder
 from curation.steps.text.reasoning import ReasoningStripper
-from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation
+from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation, parse_conversation
+
+_TASK_FORM = Conversations(tools_field=None, system_field=None, images_field=None, audios_field=None)
 
 
 class TextTokenizer(BatchStep):
     name = "tokenize"
 
-    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, reasoning: dict | None = None, **kw):
+    def __init__(self, vocab: Vocabulary, *, batch_size: int = 256, reasoning: dict | None = None,
+                 tasks: dict | None = None, **kw):
         super().__init__(**kw)
         self.vocab, self.tokenizer = vocab, vocab.tokenizer
         self.eod = vocab.eod_id
@@ -33,6 +41,7 @@ class TextTokenizer(BatchStep):
         self.pieces = PieceEncoder(self.tokenizer)   # plain texts: only ids kept, long ones in pieces
         self._chat_markers = None
         self.stripper = ReasoningStripper(self, **reasoning) if reasoning else None
+        self.tasks = tasks
 
     @property
     def chat_markers(self) -> ChatMarkers:
@@ -77,7 +86,29 @@ class TextTokenizer(BatchStep):
             record.shards[NO_REASONING] = [self.stripper(record, tokens)]
         return record
 
+    def _task(self, record: Record) -> Record | Exception:
+        """`record` as its synthetic task conversation (`meta["chat"]`, `meta["task"]`, and the plain
+        `meta["task_context"]` for a CWE task); a document too short for its task is quarantined."""
+        try:
+            task = make_task(record.text, record.id, seed=self.tasks["seed"], weights=self.tasks["weights"],
+                             hard_below_words=self.tasks["hard_below_words"])
+            parsed = parse_conversation({"messages": task.messages}, _TASK_FORM)
+        except Exception as exc:  # noqa: BLE001 - quarantined with its reason
+            return exc
+        record.text = parsed.text
+        record.meta.update(chat=parsed.chat, task={"kind": task.kind, "bucket": task.bucket})
+        if task.context is not None:
+            record.meta["task_context"] = task.context
+        return record
+
     def handle(self, batch: list[Record]) -> list[Record | Drop | Exception]:
+        if self.tasks:
+            converted = [self._task(r) for r in batch]
+            done = [self._one(r, None) if isinstance(r, Record) else r for r in converted]
+            contexts = [r for r in done if isinstance(r, Record) and "task_context" in r.meta]
+            for r, ids in zip(contexts, self.pieces.ids([r.meta.pop("task_context") for r in contexts])):
+                r.shards[""] = [np.concatenate([ids.astype(np.int32), r.shards[""][0]])]
+            return done
         plain = [r for r in batch if not is_conversation(r)]
         encoded = dict(zip(map(id, plain), self.pieces.ids([r.text for r in plain], end=self.eod)))
         return [self._one(r, encoded.get(id(r))) for r in batch]

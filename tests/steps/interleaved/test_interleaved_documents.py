@@ -251,7 +251,7 @@ def test_documents_dropped_for_their_images_keep_each_image_reason(tmp_path):
     expected = {"doc0": "path_outside_input", "doc1": "missing_image", "doc2": "decompression_bomb",
                 "doc3": "corrupt_image"}
     for doc, reason in expected.items():
-        assert why[doc][0] == "too_few_images" and f"image 0 (" in why[doc][1] and why[doc][1].endswith(reason), why[doc]
+        assert why[doc][0] == "too_few_images" and "image 0 (" in why[doc][1] and why[doc][1].endswith(reason), why[doc]
     tokenize = StepStats("tokenize")   # what the tokenizer notes for the one document it writes
     tokenize.notes.update({"images": 1, "images_listed": 1})
     src = Source.model_validate({"name": "web", "license": "CC0-1.0", "modality": "interleaved",

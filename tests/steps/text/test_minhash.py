@@ -185,3 +185,19 @@ def test_band_partitions_give_the_same_edges(tmp_path):
     for scope in ("global", "source"):
         assert edges(1, scope) == edges(4, scope) == edges(7, scope)
     assert len(edges(1, "global")) > len(edges(1, "source")) > 0
+
+
+def test_signatures_batch_equals_per_document_signatures():
+    """The batched permutation pass gives bit-identical minima to `signature` per document, empty texts flagged."""
+    import numpy as np
+
+    from curation.steps.text.minhash import permutations, signature, signatures_batch
+    rng = np.random.default_rng(7)
+    a, b = permutations(112, 1)
+    docs = [rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64) for n in (5, 0, 1, 300, 0, 2)]
+    full, empty = signatures_batch(docs, a, b)
+    assert empty.tolist() == [False, True, False, False, True, False]
+    for d, sh in enumerate(docs):
+        want = signature(sh, a, b)
+        assert (full[d] == 0).all() if want is None else np.array_equal(full[d], want)
+    assert signatures_batch([], a, b)[0].shape == (0, 112)

@@ -13,7 +13,6 @@ import gzip
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

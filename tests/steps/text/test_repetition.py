@@ -37,7 +37,7 @@ def test_concatenations_that_collide_without_separator():
 
 def test_random_word_sequences():
     rng = random.Random(0)
-    for trial in range(300):
+    for _trial in range(300):
         vocab = ["a", "b", "ab", "ba", "aa", "é", "e\u0301", "🙂", "\ud800x"][: rng.randint(1, 9)]
         words = [rng.choice(vocab) for _ in range(rng.randint(0, 60))]
         assert ours(words) == theirs(words), words
