@@ -71,7 +71,7 @@ class Normalize(Strict):
     ftfy: bool = True
 
 
-def declared_languages(source: "Source", before: int | None = None) -> list[str] | None:
+def declared_languages(source: Source, before: int | None = None) -> list[str] | None:
     """The languages a source's documents can have: those its `language` filter keeps (the first one among
     `filters[:before]`), or None when no such filter declares them (then nothing is known in advance)."""
     for f in source.filters[:before]:

@@ -1,15 +1,20 @@
 """Normalized rank-choice accuracy of a proxy model on a held-out multiple-choice set (Soofi S Appendix C;
-the lm-eval-harness convention for base models):
+the lm-eval-harness convention for base models, which Soofi's proxy runs were evaluated with):
 
 - the context is the set's template filled with the item's question (`Question: ...\nAnswer:`), the
-  continuation of choice c is `" " + c` (lm-eval's target delimiter);
+  continuation of choice c is `" " + c` (lm-eval's default `target_delimiter`);
 - a choice's score is the summed log-likelihood of its continuation tokens given the context, the
   context tokenized alone and the continuation as what `encode(context + continuation)` adds to it
   (lm-eval's split); the sequence starts with the end-of-document token, as every document of a
   packed training stream follows one;
-- `acc` picks the highest summed log-likelihood, `acc_norm` the highest log-likelihood per character of
-  the choice text (lm-eval's `acc_norm`: `len(choice)`, code points), or per UTF-8 byte with
-  `normalize: bytes` (lm-eval's `acc_bytes`); a tie goes to the first choice (numpy's argmax, as lm-eval).
+- `acc` picks the highest summed log-likelihood; `acc_norm` (the ranking signal) the highest
+  log-likelihood divided by the character length of the choice text, exactly lm-eval's definition:
+  `completion_len = np.array([float(len(i)) for i in choices])`, `pred_norm = np.argmax(lls /
+  completion_len)` in `ConfigurableTask.process_results` (`lm_eval/api/task.py`), where `choices` are
+  the answer strings without the delimiter and `len` counts code points. `normalize: bytes` divides by
+  the choice's UTF-8 bytes instead: not an lm-eval metric, offered for scripts where characters and
+  bytes part ways; a recipe that wants Soofi's criterion keeps the default `chars`;
+- a tie goes to the first choice (numpy's argmax, as in lm-eval).
 """
 from __future__ import annotations
 

@@ -5,9 +5,25 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from pydantic import ValidationError
+from scipy.stats import rankdata
 
+from curation.commands.ablate import checkpoint_steps
+from curation.errors import RecipeError
 from curation.mixture.ranks import average_ranks, best_two, fractional_ranks, order_candidates
+from curation.recipe.stages import Ablation, ChoiceSet
+from curation.report.ablation import markdown, terminal_rows
+from curation.train.choice import load_choice_set, pick  # torch and duckdb load at collection, not in a test
+
+
+def _rank_by_counting(values: dict[str, float], higher_is_better: bool) -> dict[str, float]:
+    """The fractional rank from its definition, without sorting: 1 + the candidates strictly better
+    + half of the others tied with it (a tie over places p..q has the mean (p + q) / 2)."""
+    better = (lambda a, b: a > b) if higher_is_better else (lambda a, b: a < b)
+    return {k: 1 + sum(better(w, v) for w in values.values())
+            + (sum(w == v for w in values.values()) - 1) / 2 for k, v in values.items()}
 
 
 def test_fractional_ranks_share_the_mean_of_the_tied_places():
@@ -18,6 +34,23 @@ def test_fractional_ranks_share_the_mean_of_the_tied_places():
     assert fractional_ranks({"x": 0.5, "y": 0.5, "z": 0.5}, higher_is_better=True) == {"x": 2.0, "y": 2.0, "z": 2.0}
     with pytest.raises(ValueError, match="non-finite"):
         fractional_ranks({"a": float("nan"), "b": 1.0}, False)
+
+
+def test_fractional_ranks_match_the_counting_definition_on_random_tables_with_ties():
+    rng = np.random.default_rng(13)
+    for trial in range(200):
+        n = int(rng.integers(2, 9))
+        # few distinct values, so most tables hold ties (two-, three-way, all equal)
+        values = {f"D{i:02d}": float(rng.choice([0.61, 0.7, 0.7000001, 0.85])) for i in range(n)}
+        for higher in (False, True):
+            got = fractional_ranks(values, higher)
+            assert got == _rank_by_counting(values, higher), (trial, values, higher)
+            keys = list(values)          # and scipy's average-method ranking of the same numbers
+            x = np.array([values[k] for k in keys])
+            assert got == dict(zip(keys, rankdata(-x if higher else x, method="average").tolist()))
+            assert sum(got.values()) == n * (n + 1) / 2          # ranks always fill the places 1..n
+        flipped = fractional_ranks({k: -v for k, v in values.items()}, True)
+        assert flipped == fractional_ranks(values, False)        # direction: lower-better = negated higher-better
 
 
 def test_average_rank_over_four_signals_matches_a_hand_computation():
@@ -42,8 +75,22 @@ def test_best_and_second_best_marks_share_ties():
     assert best_two({"a": 1.0, "b": 1.0}, higher_is_better=True) == ({"a", "b"}, set())
 
 
+def test_average_ranks_match_an_independent_computation_on_random_tables():
+    rng = np.random.default_rng(7)
+    higher = {"en_bpb": False, "de_bpb": False, "en_acc": True, "de_acc": True}
+    for _ in range(50):
+        cands = [f"D{i:02d}" for i in range(int(rng.integers(2, 7)))]
+        table = {c: {"en_bpb": float(rng.choice([0.9, 1.0, 1.1])), "de_bpb": float(rng.choice([0.8, 0.95])),
+                     "en_acc": float(rng.choice([0.25, 0.3, 0.35])), "de_acc": float(rng.choice([0.2, 0.4]))}
+                 for c in cands}
+        got = average_ranks(table, higher)
+        for c in cands:
+            mine = [_rank_by_counting({d: table[d][s] for d in cands}, hi)[c] for s, hi in higher.items()]
+            assert got[c]["ranks"] == dict(zip(higher, mine))
+            assert got[c]["average_rank"] == pytest.approx(sum(mine) / 4)
+
+
 def test_acc_norm_divides_the_log_likelihood_by_the_choice_length():
-    from curation.train.choice import pick
     choices = ("cat", "elephant")          # 3 and 8 characters
     ll = [-6.0, -12.0]                     # unnormalized: "cat" wins; per character -2.0 vs -1.5: "elephant"
     assert pick(ll, choices, None) == 0
@@ -55,9 +102,6 @@ def test_acc_norm_divides_the_log_likelihood_by_the_choice_length():
 
 
 def test_choice_sets_load_arc_mmlu_and_the_shipped_german_set(tmp_path):
-    from curation.errors import RecipeError
-    from curation.recipe.stages import ChoiceSet
-    from curation.train.choice import load_choice_set
     from tests.conftest import REPO
     base = REPO / "recipes"
     arc = load_choice_set(ChoiceSet(name="a", path="demo/benchmarks/choice/arc_challenge_en.jsonl", format="arc",
@@ -73,15 +117,13 @@ def test_choice_sets_load_arc_mmlu_and_the_shipped_german_set(tmp_path):
 
 
 def test_checkpoints_every_fixed_number_of_tokens_and_the_last_step():
-    from curation.commands.ablate import checkpoint_steps
     assert checkpoint_steps(60, 12288, 1024) == [12, 24, 36, 48, 60]
     assert checkpoint_steps(50, 12288, 1024) == [12, 24, 36, 48, 50]   # the last step is always measured
     assert checkpoint_steps(60, None, 1024) == [60]
 
 
 def test_ablation_settings_are_checked():
-    from pydantic import ValidationError
-    from curation.recipe.stages import Ablation
+
     base = dict(stage="s", candidates={"a": {"x": {"weight": 1}}, "b": {"x": {"weight": 2}}},
                 heldout=[{"name": "h", "source": "x"}], batch_size=4, seq_length=256)
     with pytest.raises(ValidationError, match="not a whole number of steps of 1024 tokens"):
@@ -93,7 +135,6 @@ def test_ablation_settings_are_checked():
 
 
 def test_table_13_shape_marks_best_and_second_best():
-    from curation.report.ablation import markdown, terminal_rows
     sig = lambda n, k, L, hi: {"name": n, "kind": k, "language": L, "higher_is_better": hi, "sets": [n]}  # noqa: E731
     sigs = [sig("en_bpb", "bpb", "en", False), sig("en_acc", "acc", "en", True)]
     cands = [{"candidate": "b", "signals": {"en_bpb": 0.5, "en_acc": 0.25}, "ranks": {"en_bpb": 1, "en_acc": 2},
