@@ -58,5 +58,5 @@ def atomic_write_npz(path: Path, **arrays: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")   # np.savez appends .npz to names without it
     with named(tmp):
-        np.savez(tmp, **arrays)
+        np.savez(tmp, allow_pickle=False, **arrays)
     os.replace(tmp, path)

@@ -23,13 +23,13 @@ files (fifos, devices, sockets) are never opened (`not_a_file`).
 """
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 LINK_OUTSIDE = "link_outside_input"
 PATH_OUTSIDE = "path_outside_input"
@@ -71,7 +71,7 @@ class InputTree:
                                          f"files under it, or allow their folder with input.allow_roots")
         return Path(full)
 
-    def open_name(self, name: str, base: Path | None = None) -> BinaryIO | Refusal:
+    def open_name(self, name: str, base: Path | None = None) -> io.BufferedReader | Refusal:
         where = self.locate(name, base)
         return where if isinstance(where, Refusal) else self.open(where)
 
@@ -83,7 +83,7 @@ class InputTree:
             return Refusal(LINK_OUTSIDE, f"{path} is a link to {real}, outside the input tree {self.root}")
         return None
 
-    def open(self, path: Path) -> BinaryIO | Refusal:
+    def open(self, path: Path) -> io.BufferedReader | Refusal:
         """Open `path` for reading, or say why not. Raises FileNotFoundError when nothing is there."""
         if (early := self.check(path)) is not None:
             return early
@@ -184,7 +184,7 @@ def name_digests(names: Iterable[str], base: Path, allow_roots: Iterable[Path] =
     to hash it."""
     import hashlib
     tree = InputTree(base, allow_roots)
-    out = []
+    out: list[tuple[str, str | None]] = []
     for name in sorted(set(names)):
         try:
             got = tree.open_name(name, base)

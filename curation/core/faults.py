@@ -48,7 +48,7 @@ def operator_fault(exc: BaseException | None) -> OSError | None:
         if isinstance(wrapped, BaseException):
             exc = wrapped
             continue
-        if fault_errno(exc) in ADVICE:
+        if isinstance(exc, OSError) and fault_errno(exc) in ADVICE:
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
@@ -60,7 +60,8 @@ def describe(e: OSError) -> str:
     where = e.filename if isinstance(e, OSError) and e.filename else "(path not reported)"
     if getattr(e, "filename2", None):
         where = f"{where} -> {e.filename2}"
-    return f"{where}: {ADVICE[code]} (errno {code})"
+    advice = ADVICE[code] if code is not None and code in ADVICE else (e.strerror or "an operating-system error")
+    return f"{where}: {advice} (errno {code})"
 
 
 @contextmanager

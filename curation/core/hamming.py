@@ -62,23 +62,23 @@ class HammingIndex:
 
     def query(self, q: int, radius: int) -> np.ndarray:
         """Indices (ascending) of the hashes within Hamming distance `radius` of `q`."""
-        q = np.uint64(q)
+        q64 = np.uint64(q)
         tables, masks = self._layout(radius)
         found = []
         if masks.size == 1:   # exact blocks: each block's candidates are one contiguous run
             for shift, mask, values, order, sorted_hashes in tables:
-                w = (q >> shift) & mask
+                w = (q64 >> shift) & mask
                 lo, hi = values.searchsorted(w, "left"), values.searchsorted(w, "right")
                 if hi > lo:
-                    found.append(order[lo:hi][np.bitwise_count(sorted_hashes[lo:hi] ^ q) <= radius])
+                    found.append(order[lo:hi][np.bitwise_count(sorted_hashes[lo:hi] ^ q64) <= radius])
             return np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
         for shift, mask, values, order, sorted_hashes in tables:
-            wanted = ((q >> shift) & mask) ^ masks
+            wanted = ((q64 >> shift) & mask) ^ masks
             lo, hi = np.searchsorted(values, wanted, "left"), np.searchsorted(values, wanted, "right")
             n = hi - lo
             if n.any():  # all probe ranges at once: positions lo[i] .. hi[i]-1, concatenated
                 pos = np.repeat(lo, n) + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-                found.append(order[pos[np.bitwise_count(sorted_hashes[pos] ^ q) <= radius]])
+                found.append(order[pos[np.bitwise_count(sorted_hashes[pos] ^ q64) <= radius]])
         if not found:
             return np.zeros(0, dtype=np.int64)
         return np.unique(np.concatenate(found)).astype(np.int64)   # verified first, de-duplicated after

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeGuard
 
 from curation.core.hashing import sha256_file
 
@@ -19,7 +19,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 Location = Path | str
 
 
-def is_url(location) -> bool:
+def is_url(location: object) -> TypeGuard[str]:
     return isinstance(location, str) and bool(_SCHEME.match(location)) and not location.startswith("file://")
 
 
@@ -49,16 +49,16 @@ def glob_input(pattern: str) -> list[str]:
 
 def open_input(location: Location) -> BinaryIO:
     """A binary, buffered stream of the input's bytes."""
-    if not is_url(location):
-        return open(location, "rb")
-    fs, path = _fs(location)
-    raw = fs.open(path, "rb")
-    return raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+    if is_url(location):
+        fs, path = _fs(location)
+        raw = fs.open(path, "rb")
+        return raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+    return open(location, "rb")
 
 
 def identity(location: Location) -> tuple[int, str]:
     """(size in bytes, content identity): sha256 for a local file, `fsspec:<ukey>` for a remote one."""
-    if not is_url(location):
-        return Path(location).stat().st_size, sha256_file(location)
-    fs, path = _fs(location)
-    return int(fs.info(path).get("size") or 0), f"fsspec:{fs.ukey(path)}"
+    if is_url(location):
+        fs, path = _fs(location)
+        return int(fs.info(path).get("size") or 0), f"fsspec:{fs.ukey(path)}"
+    return Path(location).stat().st_size, sha256_file(Path(location))

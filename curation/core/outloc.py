@@ -23,6 +23,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from curation.errors import CurateError, UsageError
 
@@ -37,7 +38,7 @@ _WHY_NOT = {
 }
 
 
-def is_remote(out) -> bool:
+def is_remote(out: object) -> TypeGuard[str]:
     """True for an output URL (`s3://...`); a local output is a path (or a string without a scheme)."""
     return isinstance(out, str) and bool(_SCHEME.match(out))
 

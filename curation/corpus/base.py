@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 
@@ -45,7 +46,7 @@ class PlanContext:
 class CorpusPhase:
     name = "phase"          # also the folder under work/
     step = "dedup"          # the tokenize-chain step that drops what the phase lists
-    tables: dict[str, pa.Schema] = {}
+    tables: ClassVar[dict[str, pa.Schema]] = {}
 
     def applies(self, recipe) -> bool:
         raise TypeError(f"{type(self).__name__} must say whether a recipe uses it")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -229,7 +230,7 @@ def index_shards(loaded, cfg, bands: int, rows: int) -> list[list[str]]:
 class MinHashPhase(CorpusPhase):
     name = "minhash"
     step = "near_dedup"
-    tables = {"clusters": pa.schema([("run", pa.string()), *CLUSTER_COLUMNS]),
+    tables: ClassVar[dict[str, pa.Schema]] = {"clusters": pa.schema([("run", pa.string()), *CLUSTER_COLUMNS]),
               "near_duplicates": pa.schema([("run", pa.string()), ("source", pa.string()), ("id", pa.string()),
                                             ("cluster", pa.string())])}
 

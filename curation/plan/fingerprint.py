@@ -21,6 +21,7 @@ def digest(out: Path, node: Node) -> str | None:
     """The node's digest over what it reads, or None when the node has no cheaper identity than its
     fingerprint (or an input is missing)."""
     if node.phase == "tokenize":
+        assert node.source and node.shard, node.key   # a tokenize node is one shard of one source
         try:
             slices = [[name, sha256_file(drops_path(out, name, node.source, node.shard))]
                       for _, names in node.spec["drops"] for name in names]

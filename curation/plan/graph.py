@@ -131,6 +131,7 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         drop_nodes[phase.name] = (phase, planned)
     tokenize = []
     for p in process:
+        assert p.source is not None, p.key   # a process node is one shard of one source
         src = loaded.source(p.source)
         drops = drop_names([ph for ph, _ in phases], src)
         read = [(name, drop_nodes[name][0].drop_node(drop_nodes[name][1], src)) for _, names in drops for name in names]

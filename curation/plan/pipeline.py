@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from curation.core.io import Location
 from curation.recipe.schema import Source
 from curation.steps.base import StepSpec
 from curation.steps.compliance.licences import (
@@ -52,7 +53,7 @@ def unique_names(specs: list[StepSpec]) -> list[StepSpec]:
     return out
 
 
-def process_chain(src: Source, comp: dict, input_path: Path, base_dir: Path) -> list[StepSpec]:
+def process_chain(src: Source, comp: dict, input_path: Location, base_dir: Path) -> list[StepSpec]:
     specs = []
     if comp["constituents"]:
         c = comp["constituents"]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
-from curation.core.io import as_location, glob_input, identity, is_url
+from curation.core.io import Location, as_location, glob_input, identity, is_url
 from curation.errors import RecipeError
 from curation.recipe.schema import Recipe, Source, missing_licence
 from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
@@ -159,7 +159,7 @@ def _unknown_mixture_sources(path: Path, data: dict, lines: dict) -> list[str]:
 
 def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) -> None:
     for si, src in enumerate(loaded.recipe.sources):
-        files: list[Path] = []
+        files: list[Location] = []   # local paths, or URLs read in place
         base = loaded.base_dir
         if src.acquire is not None:
             if raw_root is None:  # validate/explain: nothing is acquired, so there is nothing to list yet
@@ -173,8 +173,9 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
                     raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {pattern!r} is a "
                                       f"URL; {'acquired sources name files under raw/' if src.acquire else 'clip manifests name local clips'}"
                                       f" (use `acquire: {{kind: fsspec, path: ...}}` to copy them)")
+                matched: list[Location]
                 try:
-                    matched = glob_input(pattern)
+                    matched = list(glob_input(pattern))
                 except OSError as e:
                     raise RecipeError(f"{loaded.path}:{line_for(lines, key)} {format_path(key)}: {e}") from None
                 full = pattern
@@ -194,11 +195,10 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
                     f"{loaded.path}:{line} {format_path(key)}: {pattern!r} matched no files{where} "
                     f"(looked for {full}); fix the path or glob")
             files.extend(matched)
-        seen: set = set()
-        unique = [p for p in files if not (p in seen or seen.add(p))]
+        unique = list(dict.fromkeys(files))   # the first mention of a file names its shard
         out = []
         for i, p in enumerate(unique):
-            rel = p if is_url(p) else _relative(loaded, src, base, p)
+            rel = p if is_url(p) else _relative(loaded, src, base, Path(p))
             try:
                 size, digest = identity(p)
             except OSError as e:

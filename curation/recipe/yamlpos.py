@@ -93,7 +93,7 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, lines: dict[K
         if id(node) not in checked:  # an aliased mapping is checked once, where it is first reached
             checked.add(id(node))
             _check_duplicates(loader, node, path, where)
-        merged = []
+        merged: list[yaml.Node] = []
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE:  # `<<: *base` (or a list of them): its keys belong to this mapping
                 merged += value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]

@@ -112,6 +112,7 @@ class Step:
         for record in records:
             start = time.perf_counter()
             stats.records_in += 1
+            result: Record | Drop | Exception
             try:
                 result = self.process(record)
             except Exception as exc:  # noqa: BLE001 - the on_error policy decides

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curation.core.io import Location
 from curation.core.record import Record, StepStats
 from curation.steps.base import Reader, StepSpec
 
@@ -42,7 +43,7 @@ class Modality:
     extra_row: Callable[[Record], dict]                # values of the extra columns
     reader: Callable[..., Reader]                      # (src, path, shard_label=, source=, sink=) -> reader
     reader_settings: Callable[[object], dict]          # what the reader reads from the source config
-    checks: Callable[[object, Path, Path], list[StepSpec]]   # (src, input path, recipe dir) -> check steps
+    checks: Callable[[object, Location, Path], list[StepSpec]]   # (src, input path or URL, recipe dir) -> checks
     encoder: Callable[[object, dict], StepSpec]        # (src, encode settings of the run) -> tokenize step
     outputs: Callable[[object], tuple[str, ...]]       # shard suffixes the tokenize step writes
     record_columns: tuple[str, ...] = ()                # extra columns the encoder reads back (Record fields)
@@ -55,7 +56,7 @@ class Modality:
     ledger_table: LedgerTable | None = None
     # content hash of the files an input shard refers to (an audio manifest's clips), for fingerprints;
     # called with (source, shard path, recipe folder), the folder that relative `input.allow_roots` start from
-    input_files: Callable[[object, Path, Path], object] = field(default=lambda src, path, base_dir: None)
+    input_files: Callable[[object, Location, Path], object] = field(default=lambda src, path, base_dir: None)
     # (processed text, metadata) -> the text benchmark decontamination matches, when it is more than the
     # text (an audio clip's transcript and its translation); None: the processed text alone
     decont_text: Callable[[str, dict], str] | None = None

@@ -29,12 +29,18 @@ sh, (a, b) = Shingler(5, "eng"), permutations(112, 1)
 for t in texts[:200]:
     sh.words(t)
 clock = time.perf_counter
-t0 = clock(); [sh.simplify(t) for t in texts]
-t1 = clock(); [sh.words(t) for t in texts]
-t2 = clock(); shingles = [sh(t) for t in texts]
-t3 = clock(); old = [signature(s, a, b) for s in shingles]
-t4 = clock(); new, empty = signatures_batch(shingles, a, b)
-t5 = clock(); band_keys(new, 14, 8)
+t0 = clock()
+[sh.simplify(t) for t in texts]
+t1 = clock()
+[sh.words(t) for t in texts]
+t2 = clock()
+shingles = [sh(t) for t in texts]
+t3 = clock()
+old = [signature(s, a, b) for s in shingles]
+t4 = clock()
+new, empty = signatures_batch(shingles, a, b)
+t5 = clock()
+band_keys(new, 14, 8)
 t6 = clock()
 assert all(np.array_equal(o, new[d]) for d, o in enumerate(old) if o is not None)
 print(f"docs {len(texts)}, shingles {sum(s.size for s in shingles):,}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,7 +59,7 @@ def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
 class DecontPhase(CorpusPhase):
     name = "decont"
     step = "decontaminate"
-    tables = {
+    tables: ClassVar[dict[str, pa.Schema]] = {
         "decontamination": pa.schema([("run", pa.string()), ("source", pa.string()), ("benchmark", pa.string()),
                                       ("original", pa.int64()), ("flagged", pa.int64()), ("readmitted", pa.int64()),
                                       ("removed", pa.int64()), ("final", pa.int64()), ("pct_removed", pa.float64())]),

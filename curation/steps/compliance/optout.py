@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from datetime import date as _date
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -328,7 +329,7 @@ class RobotsOptOut(Filter):
                                                                   f"{decision.agent} in {decision.snapshot}")
 
     # the ledger table this step contributes: what the opt-out removed, and what an allow-list would have
-    ledger_tables = {"optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),
+    ledger_tables: ClassVar[dict[str, pa.Schema]] = {"optout": pa.schema([("run", pa.string()), ("source", pa.string()), ("mode", pa.string()),
                                           ("records", pa.int64()), ("with_url", pa.int64()), ("removed", pa.int64()),
                                           ("allowlist_would_remove", pa.int64())])}
 

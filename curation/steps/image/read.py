@@ -16,6 +16,7 @@ import posixpath
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 
@@ -193,7 +194,7 @@ class ImageCheck(Step):
         return record
 
     # the ledger table this step contributes (`curation.ledger.rows` asks `LEDGER_STEPS`)
-    ledger_tables = {"captions": pa.schema([
+    ledger_tables: ClassVar[dict[str, pa.Schema]] = {"captions": pa.schema([
         ("run", pa.string()), ("source", pa.string()), ("checked", pa.int64()), ("flagged", pa.int64()),
         ("regenerated", pa.int64()), ("regenerated_kept", pa.int64()), ("regenerated_flagged", pa.int64())])}
 

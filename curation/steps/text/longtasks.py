@@ -149,7 +149,7 @@ def docorder(text: str, n: int, rng: np.random.Generator, fmt: int) -> Task:
 
 def needles(text: str, n: int, rng: np.random.Generator, fmt: int, distractors: int = 6) -> Task:
     paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()] or [text]
-    names = [f"{f} {l}" for f in _FIRST for l in _LAST]
+    names = [f"{first} {last}" for first in _FIRST for last in _LAST]
     total = n + distractors
     chosen = [names[i] for i in rng.choice(len(names), size=total, replace=False)]
     codes = [int(c) for c in rng.choice(900_000, size=total, replace=False) + 100_000]

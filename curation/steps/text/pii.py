@@ -32,6 +32,7 @@ import ipaddress
 import re
 from collections import Counter
 from functools import lru_cache, partial
+from typing import ClassVar
 
 import pyarrow as pa
 from datatrove.pipeline.formatters.pii import (
@@ -251,7 +252,7 @@ class PIIRedactor(Step):
         return record
 
     # the ledger table this step contributes: replacements per kind and source
-    ledger_tables = {"pii": pa.schema([("run", pa.string()), ("source", pa.string()), ("kind", pa.string()),
+    ledger_tables: ClassVar[dict[str, pa.Schema]] = {"pii": pa.schema([("run", pa.string()), ("source", pa.string()), ("kind", pa.string()),
                                        ("replaced", pa.int64())])}
 
     @staticmethod

@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 
@@ -205,7 +206,7 @@ class ToxicityStep(_ClassifierStep):
         return t.get(language, t.get(language.split("_")[0], t["default"]))
 
     # the ledger table this step contributes: documents scored and dropped per source and language
-    ledger_tables = {"toxicity": pa.schema([("run", pa.string()), ("source", pa.string()), ("language", pa.string()),
+    ledger_tables: ClassVar[dict[str, pa.Schema]] = {"toxicity": pa.schema([("run", pa.string()), ("source", pa.string()), ("language", pa.string()),
                                             ("scored", pa.int64()), ("toxic", pa.int64()),
                                             ("toxic_share", pa.float64())])}
 

@@ -139,6 +139,6 @@ def test_tokenized_examples_mask_the_document_for_docorder_and_needles_only():
             assert mask.sum() < 0.1 * len(tokens)
         answers = [m for m in lt.make_task(text, doc_id, seed=0, weights={"cwe": 1, "docorder": 1, "needles": 1},
                                            hard_below_words=500).messages if m["role"] == "assistant"]
-        answer_ids = sum((v.tokenizer.encode(a["content"], add_special_tokens=False).ids for a in answers), [])
+        answer_ids = [i for a in answers for i in v.tokenizer.encode(a["content"], add_special_tokens=False).ids]
         assert len(trained) - (len(doc_ids) if kind == "cwe" else 0) == len(answer_ids) + len(answers)  # + end_of_turn
     assert seen == set(lt.TASKS)
