@@ -172,7 +172,31 @@ def _measure(trainer, ab, sets, choice_items, tokenizer, folder: Path, sigs: lis
     return {"bpb": {n: b / max(1, nb) for n, (b, nb) in bb.items()}, "choice": choice, "signals": suite}
 
 
-def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, workers=None, log=print) -> dict:
+def quick_look(ab, checkpoint_tokens: int | None = None, choice_limit: int | None = None):
+    """The recipe's ablation with the command line's quick-look overrides (`--checkpoint-tokens`,
+    `--choice-limit`), re-validated as the recipe's own would be; the summary records what ran."""
+    from pydantic import ValidationError
+
+    from curation.errors import UsageError
+    if checkpoint_tokens is None and choice_limit is None:
+        return ab
+    if choice_limit is not None and choice_limit < 1:
+        raise UsageError(f"--choice-limit {choice_limit}: give at least 1 item per choice set")
+    data = ab.model_dump()
+    if checkpoint_tokens is not None:
+        data["checkpoint_tokens"] = checkpoint_tokens
+    if choice_limit is not None:
+        for c in data["choice_sets"]:
+            c["limit"] = min(c["limit"] or choice_limit, choice_limit)
+    try:
+        return type(ab).model_validate(data)
+    except ValidationError as e:
+        msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        raise UsageError(f"--checkpoint-tokens {checkpoint_tokens}: {msgs}") from None
+
+
+def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, checkpoint_tokens: int | None = None,
+           choice_limit: int | None = None, workers=None, log=print) -> dict:
     from curation.commands.run import run
     from curation.mixture.ranks import average_ranks, order_candidates
     from curation.report.ablation import write_report
@@ -186,6 +210,7 @@ def ablate(recipe_path, out, *, model_cfg=None, steps: int | None = None, worker
     if ab is None:
         from curation.errors import RecipeError
         raise RecipeError(f"{recipe_path}: no `ablation:` section; declare candidates and held-out sets")
+    ab = quick_look(ab, checkpoint_tokens, choice_limit)
     choice_items = {c.name: load_choice_set(c, Path(recipe_path).resolve().parent) for c in ab.choice_sets}
     manifest = json.loads((out / "manifests" / f"{ab.stage}.json").read_text())
     sets = _heldout_sets(manifest, out / "manifests", ab)

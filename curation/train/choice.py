@@ -99,26 +99,43 @@ def _encode(tokenizer, text: str) -> list[int]:
 
 @torch.no_grad()
 def continuation_logliks(trainer, tokenizer, context: str, continuations: list[str]) -> list[float]:
-    """Summed log-likelihood (nats) of each continuation after `context`, by the trainer's model."""
+    """Summed log-likelihood (nats) of each continuation after `context`, by the trainer's model.
+
+    The choices of one item run as one batch, right-padded: the model is causal, so the padding after a
+    row changes none of its real positions (it is also its own document, as in a packed batch). The
+    output head runs on the continuation positions only, the one place a choice's score is read from."""
     eod = trainer.manifest["vocabulary"]["eod"]
     ctx = [eod] + _encode(tokenizer, context)
     width = trainer.cfg.seq_length
-    out = []
+    rows, spans = [], []
     for cont in continuations:
         whole = [eod] + _encode(tokenizer, context + cont)
         n_cont = len(whole) - len(ctx)
         if n_cont < 1:
             raise RecipeError(f"continuation {cont!r} adds no token to its context")
-        seq = whole[-(width + 1):]            # left-truncated to the model's window, as lm-eval does
-        piece = torch.tensor(seq, dtype=torch.int64)[None]
-        inputs, labels = piece[:, :-1], piece[:, 1:]
-        head = trainer.lut[labels]
-        if (head[0, -n_cont:] < 0).any():
-            raise RecipeError(f"continuation {cont!r} holds a token the model's output head does not predict")
-        logits, _ = trainer.model(inputs, torch.zeros_like(inputs))
-        logp = F.log_softmax(logits.float()[0], dim=-1)
-        picked = logp[torch.arange(labels.shape[1]), head[0].clamp(min=0)]
-        out.append(float(picked[-n_cont:].sum()))
+        if n_cont > width:
+            raise RecipeError(f"continuation {cont[:40]!r} is {n_cont} tokens, longer than the proxy's window "
+                              f"({width}, ablation.seq_length); shorten the choice or raise seq_length")
+        rows.append(whole[-(width + 1):])     # left-truncated to the model's window, as lm-eval does
+        spans.append(n_cont)
+    T = max(len(r) for r in rows) - 1
+    inputs = torch.full((len(rows), T), eod, dtype=torch.int64)
+    labels = torch.full((len(rows), T), eod, dtype=torch.int64)
+    docs = torch.ones((len(rows), T), dtype=torch.int64)     # padding: document 1, after the row's own
+    for i, r in enumerate(rows):
+        inputs[i, :len(r) - 1] = torch.tensor(r[:-1])
+        labels[i, :len(r) - 1] = torch.tensor(r[1:])
+        docs[i, :len(r) - 1] = 0
+    h, _ = trainer.model.hidden(inputs, docs)
+    out = []
+    for i, (r, n_cont) in enumerate(zip(rows, spans)):
+        at = slice(len(r) - 1 - n_cont, len(r) - 1)            # positions predicting the continuation
+        head = trainer.lut[labels[i, at]]
+        if (head < 0).any():
+            raise RecipeError(f"continuation {continuations[i]!r} holds a token the model's output head does "
+                              f"not predict")
+        logp = F.log_softmax(trainer.model.head(h[i, at]).float(), dim=-1)
+        out.append(float(logp[torch.arange(n_cont), head].sum()))
     return out
 
 

@@ -150,3 +150,56 @@ def test_table_13_shape_marks_best_and_second_best():
     assert "| a | <u>0.6000 (2)</u> | **50.00 (1)** | **1.50** | <u>1.75</u> |" in md
     head, rows = terminal_rows(summary)
     assert rows[0] == ["b", "0.5000 (1) *", "25.00 (2) +", "1.50 *", "1.50 *"]
+
+
+def test_choice_logliks_in_one_padded_batch_equal_one_full_forward_per_choice():
+    """The batched, head-on-the-continuation scoring against the plain computation: each context +
+    choice alone through the whole model, log-softmax at every position, the continuation's summed."""
+    from types import SimpleNamespace
+
+    import torch
+    import torch.nn.functional as F
+
+    from curation.train.choice import continuation_logliks
+    from curation.train.model import HybridLM, ModelConfig
+    from tests.train.test_train import TINY
+
+    class Chars:   # a byte-level tokenizer: the test is about the model's arithmetic, not a vocabulary
+        def encode(self, text, add_special_tokens=False):
+            return SimpleNamespace(ids=list(text.encode("utf-8")))
+
+    torch.manual_seed(3)
+    mc = ModelConfig.tiny(**TINY)
+    mc.vocab_size, mc.output_vocab = 257, 257
+    eod = 256
+    trainer = SimpleNamespace(model=HybridLM(mc).eval(), manifest={"vocabulary": {"eod": eod}},
+                              cfg=SimpleNamespace(seq_length=32), lut=torch.arange(257))
+    context, choices = "Q: Gas?\nA:", [" CO2", " oxygen", " Stickstoff üb"]   # unequal lengths: padding
+    got = continuation_logliks(trainer, Chars(), context, choices)
+    for cont, g in zip(choices, got):
+        seq = torch.tensor([eod] + list((context + cont).encode("utf-8")))[-33:][None]
+        n = len(cont.encode("utf-8"))
+        with torch.no_grad():
+            logits, _ = trainer.model(seq[:, :-1], torch.zeros_like(seq[:, :-1]))
+        logp = F.log_softmax(logits.float()[0], dim=-1)
+        want = float(logp[torch.arange(seq.shape[1] - 1), seq[0, 1:]][-n:].sum())
+        assert g == pytest.approx(want, rel=1e-5, abs=1e-4)
+    assert len({round(g, 3) for g in got}) == 3          # three different scores: no row read another's
+
+
+def test_quick_look_overrides_are_validated_as_the_recipe_is():
+    from curation.commands.ablate import quick_look
+    from curation.errors import UsageError
+    ab = Ablation(stage="s", candidates={"a": {"x": {"weight": 1}}, "b": {"x": {"weight": 2}}},
+                  heldout=[{"name": "h", "source": "x"}], batch_size=4, seq_length=256, checkpoint_tokens=12288,
+                  choice_sets=[{"name": "c", "path": "p", "language": "de"},
+                               {"name": "d", "path": "q", "language": "en", "limit": 3}])
+    assert quick_look(ab) is ab
+    q = quick_look(ab, checkpoint_tokens=2048, choice_limit=5)
+    assert q.checkpoint_tokens == 2048 and [c.limit for c in q.choice_sets] == [5, 3]   # never more than the recipe's
+    assert ab.checkpoint_tokens == 12288                                                # the recipe's is untouched
+    with pytest.raises(UsageError, match="--checkpoint-tokens 1000: ablation.checkpoint_tokens 1000 is not a whole "
+                                         "number of steps of 1024 tokens"):
+        quick_look(ab, checkpoint_tokens=1000)
+    with pytest.raises(UsageError, match="--choice-limit 0"):
+        quick_look(ab, choice_limit=0)
