@@ -202,8 +202,8 @@ def test_ablate_ranks_the_demo_candidates(text_run, tmp_path, capsys, monkeypatc
         for n, s in sigs.items():        # direction: rank 1 holds the lowest bpb, the highest accuracy
             vals = {c: v[n] for c, v in cp["signals"].items()}
             best = (max if s["higher_is_better"] else min)(vals.values())
-            assert {c for c, r in cp["ranks"].items() if r == min(x[n] for x in cp["ranks"].values())} == \
-                {c for c, v in vals.items() if v == best}
+            first = min(ranks[n] for ranks in cp["ranks"].values())
+            assert {c for c, ranks in cp["ranks"].items() if ranks[n] == first} == {c for c, v in vals.items() if v == best}
     by = {r["candidate"]: r for r in summary["candidates"]}
     for c, r in by.items():             # terminal = last checkpoint only; R_all = mean over the curve
         assert r["signals"] == summary["checkpoints"][-1]["signals"][c]
