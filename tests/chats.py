@@ -20,7 +20,7 @@ def vocab_dict() -> dict:
 
 
 def markers():
-    from curation.steps.text.chat import ChatMarkers
+    from curation.steps.conversation.chat import ChatMarkers
     return ChatMarkers.from_vocab(vocab())
 
 
@@ -30,13 +30,13 @@ def encode(texts):
 
 def parse(row: dict, **form):
     from curation.recipe.schema import Conversations
-    from curation.steps.text.turns import parse_conversation
+    from curation.steps.conversation.turns import parse_conversation
     return parse_conversation(row, Conversations(**form))
 
 
 def render(row: dict, *, thinking: bool = True, **form):
-    from curation.steps.text import chat
-    from curation.steps.text.turns import SEPARATOR
+    from curation.steps.conversation import chat
+    from curation.steps.conversation.turns import SEPARATOR
     p = parse(row, **form)
     v = vocab()
     return chat.render(p.chat, p.text.split(SEPARATOR), markers(), encode, v.eod_id, thinking=thinking,
@@ -44,13 +44,13 @@ def render(row: dict, *, thinking: bool = True, **form):
 
 
 def decoded(tokens) -> str:
-    from curation.steps.text.chat import describe
+    from curation.steps.conversation.chat import describe
     return "".join(describe(tokens, vocab()))
 
 
 def runs(tokens, mask) -> list[tuple[bool, str]]:
     """The decoded tokens as maximal runs of equal mask: [(trained, text), ...]; every token is in one run."""
-    from curation.steps.text.chat import describe
+    from curation.steps.conversation.chat import describe
     out: list[tuple[bool, str]] = []
     for piece, m in zip(describe(tokens, vocab()), mask):
         if out and out[-1][0] == bool(m):

@@ -57,7 +57,7 @@ def private_copy(out: Path, dest: Path, *, handoff: bool = False) -> Path:
     if not handoff:
         shutil.copytree(out, dest, symlinks=True)
         return dest
-    from curation.mixture.megatron import relocate_handoff
+    from curation.mixture.handoffs import relocate_handoff
     shutil.copytree(out, dest, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (dest / "manifests").glob("*.json"):
         relocate_handoff(manifest)

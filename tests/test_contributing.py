@@ -81,3 +81,36 @@ def test_the_phase_howto_plans_counts_and_writes_drop_lists(tmp_path, monkeypatc
     assert len(ctx.shards(phase.covers)) == 3
     outputs = phase.runners()["longest_only"](tmp_path / "out", built[0])["outputs"]
     assert len(outputs) == 3 and all((tmp_path / "out" / p).is_file() for p in outputs)
+
+
+def test_the_output_format_howto_writes_lists_and_checks_through_the_seam(tmp_path, monkeypatch):
+    """The how-to's toy format, registered next to Megatron's and OLMo-core's, goes through the same seam:
+    written per stage, its files in the Merkle leaves, its problems found by verify's check."""
+    import json
+    from functools import partial
+
+    from curation.mixture import handoffs
+    from curation.mixture.megatron import blend_of
+    from curation.mixture.sequences import stage_sequences
+    from curation.shards.formats import StageInput
+    from tests.mixture.test_megatron_handoff import VOCAB, _source
+
+    flat = _code("How to add an output format")["FlatTokens"]()
+    monkeypatch.setitem(handoffs.FORMATS, "flat", flat)
+    out, seq = tmp_path / "out", 4
+    sources = [_source(out, "a", [[1, 2, 0], [3, 4, 5, 6, 0], [7, 0]], [2, 0, 1])]
+    mdir = out / "manifests"
+    sections = handoffs.write_stage(["megatron", "flat"], StageInput(
+        out, mdir, "s", seq, sources, None, VOCAB, out, "fp", "packed",
+        partial(stage_sequences, mdir, sources, "fp", seq, packing=None)))
+    m = {"stage": "s", "seq_length": seq, "vocabulary": VOCAB, "sources": sources, "stage_fingerprint": "fp",
+         "long_context": None, "samples": sections["megatron"]["train_samples"],
+         "blend": blend_of(sections["megatron"]), **sections}
+    assert sections["flat"]["draws"] == [{"name": "a", "planned_tokens": 8, "drawn_tokens": 8}]
+    assert any(leaf.startswith("../handoff/flat/s/tokens.bin:") for leaf in handoffs.leaves(m))
+    problems, ok = handoffs.check(m, mdir, True)
+    assert problems == [] and ok[-1] == "flat hand-off: 8 tokens"
+    assert json.loads((out / "handoff" / "flat" / "s" / "flat.json").read_text())["path"] == \
+        f"{out}/handoff/flat/s/tokens.bin"
+    (out / "handoff" / "flat" / "s" / "tokens.bin").write_bytes(b"\0" * 32)
+    assert handoffs.check(m, mdir, True)[0] == ["flat: ../handoff/flat/s/tokens.bin is not the stage's sequences"]

@@ -19,9 +19,9 @@ from curation.core.hashing import sha256_file
 from curation.core.record import QuarantineSink
 from curation.errors import RecipeError
 from curation.steps.base import Step
-from curation.steps.text.filters import bundled_lid_model
-from curation.steps.text.quality import identify_languages
-from curation.steps.text.read import JsonlReader, TableReader
+from curation.steps.text.filters.document import bundled_lid_model
+from curation.steps.text.filters.quality import identify_languages
+from curation.steps.text.readers.read import JsonlReader, TableReader
 
 
 @dataclass(slots=True)

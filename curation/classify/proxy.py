@@ -42,7 +42,7 @@ from curation.classify.pools import Doc
 from curation.classify.spec import FastTextProxy, Negatives
 from curation.core.hashing import sha256_file
 from curation.errors import RecipeError
-from curation.steps.text.quality import FastTextScorer
+from curation.steps.text.filters.quality import FastTextScorer
 
 _STOP = tuple(TERMINAL_PUNCTUATION)
 SIGNALS = ["terminal_punctuation_lines", "long_lines", "unique_line_chars", "alphabetic_words",

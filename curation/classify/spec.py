@@ -15,6 +15,7 @@
     fasttext: {dim: 16, epoch: 10, lr: 0.5, word_ngrams: 2, bucket: 100000, quantize: {cutoff: 10000}}
     seed: 0
     held_out: 0.2
+    coverage: {min_documents: 20, allow_one_sided: []}   # which languages the card lets the model judge
 
 Paths are globs relative to the spec file. fastText always trains with one thread (not a setting):
 that is what makes a model file byte-identical for a given spec and seed.
@@ -81,6 +82,15 @@ class Language(Strict):
     min_score: float = Field(default=0.0, ge=0, le=1)
 
 
+class Coverage(Strict):
+    """Languages the model may judge (`curation.steps.text.filters.coverage`): those with at least `min_documents`
+    training documents of each label. A language whose documents all carry one label is refused at training
+    (the model would learn the language, not the labels) unless it is listed in `allow_one_sided`; it is
+    then trained on as given, and the card does not cover it."""
+    min_documents: int = Field(default=20, ge=1)
+    allow_one_sided: list[str] = []
+
+
 class Quantize(Strict):
     """fastText product quantisation into a small `.ftz` (retrained with one thread when `cutoff`)."""
     cutoff: int | None = Field(default=None, ge=1)   # keep this many rows of the input matrix
@@ -113,6 +123,7 @@ class ClassifierSpec(Strict):
     fasttext: FastTextParams = FastTextParams()
     seed: int = Field(default=0, ge=0)
     held_out: float = Field(default=0.1, gt=0, lt=1)
+    coverage: Coverage = Coverage()
 
     @model_validator(mode="after")
     def _sources(self):

@@ -4,6 +4,11 @@ weights → language upsampling → seeded order → fastText (one thread) → h
 Outputs in the `out` folder: `NAME.ftz` (quantised) or `NAME.bin`, its card `NAME.card.json` (the
 one the record steps check) and `NAME.train.txt`, the exact training file. The card holds nothing
 that depends on the machine or the clock, so two runs of one spec give identical folders.
+
+The card's `languages` block says per language what the model was trained on (documents of each label
+in the training split) and evaluated on (held-out documents and metrics), and which languages it covers
+(`curation.steps.text.filters.coverage`); a language with documents of one label only is refused before
+training unless the spec's `coverage.allow_one_sided` lists it.
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from curation.classify.spec import load_spec
 from curation.core.atomic import atomic_write_bytes, atomic_write_json
 from curation.core.hashing import sha256_file
 from curation.errors import CurateError
-from curation.steps.text.quality import (
+from curation.steps.text.filters.coverage import languages_block
+from curation.steps.text.filters.quality import (
     CARD_FORMAT,
     PREPROCESS,
     FastTextScorer,
@@ -50,6 +56,22 @@ class Trained:
 
 def _rel(path: Path, base: Path) -> str:
     return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
+def refuse_one_sided(spec_path: Path, by_language: dict[str, dict[str, int]], labels: list[str],
+                     allowed: list[str]) -> None:
+    """A language whose documents all carry one label teaches the model the language, not the labels
+    (it then judges every document of that language by it): refused unless the spec lists it."""
+    one_sided = {lang: c for lang, c in sorted(by_language.items())
+                 if sum(1 for lab in labels if c.get(lab, 0)) == 1 and lang not in allowed}
+    if one_sided:
+        shown = "; ".join(f"{lang}: " + ", ".join(f"{c.get(lab, 0)} {lab}" for lab in labels)
+                          for lang, c in one_sided.items())
+        raise CurateError(f"{spec_path}: language(s) {sorted(one_sided)} have documents of one label only ({shown}); "
+                          f"a model trained so learns the language, not the labels. Add documents of the other label, "
+                          f"keep those languages out (`language: {{languages: [...]}}`), or list them in "
+                          f"`coverage: {{allow_one_sided: [...]}}` to train on them anyway (the card will not "
+                          f"cover them, so the model will not judge them)")
 
 
 def train_classifier(spec_path: str | Path, out: str | Path) -> Trained:
@@ -72,6 +94,7 @@ def train_classifier(spec_path: str | Path, out: str | Path) -> Trained:
     if missing:
         raise CurateError(f"{spec_path}: no training documents with label(s) {missing}; check the pools, "
                           f"their label fields and the language settings (the card counts what was excluded)")
+    refuse_one_sided(spec_path, counts(docs), spec.label_set, spec.coverage.allow_one_sided)
 
     train, held = split_held_out(docs, spec.held_out, spec.seed)
     weighted = apply_weights(train, {p.name: p.weight for p in spec.pools()}, spec.seed)
@@ -89,6 +112,7 @@ def train_classifier(spec_path: str | Path, out: str | Path) -> Trained:
 
     scorer = FastTextScorer(model, pos_label)
     held_scores = scorer.score([d.text for d in held]) if held else []
+    metrics = per_language([d.language for d in held], held_scores, [d.label == pos_label for d in held])
     card = {
         "format": CARD_FORMAT, "curate_version": __version__, "name": spec.name, "task": spec.task,
         "labels": sorted(spec.label_set), "score_label": pos_label, "preprocess": PREPROCESS,
@@ -103,9 +127,9 @@ def train_classifier(spec_path: str | Path, out: str | Path) -> Trained:
         "counts": {"documents": counts(docs), "held_out": counts(held), "train_before_weights": counts(train),
                    "before_upsampling": counts(weighted), "after_upsampling": counts(balanced)},
         "upsampling": {"max_upsample": spec.max_upsample, **balance},
-        "held_out": {"share": spec.held_out, "threshold": 0.5,
-                     "metrics": per_language([d.language for d in held], held_scores,
-                                             [d.label == pos_label for d in held])},
+        "held_out": {"share": spec.held_out, "threshold": 0.5, "metrics": metrics},
+        "languages": languages_block(counts(train), metrics["per_language"], spec.label_set,
+                                     spec.coverage.min_documents, spec.coverage.allow_one_sided),
         "hyperparameters": hyperparameters(spec.fasttext, spec.seed), "seed": spec.seed,
     }
     atomic_write_json(card_path(model), card)

@@ -30,6 +30,10 @@ def train(spec: str, out: str) -> list[str]:
     for lang, r in [("overall", m["overall"]), *m["per_language"].items()]:
         lines.append(f"  held-out {lang}: {r['documents']} docs, precision {_fmt(r['precision'])}, "
                      f"recall {_fmt(r['recall'])}, AUC {_fmt(r['auc'])}")
+    cov = c["languages"]
+    lines.append(f"  covers: {cov['covered'] or 'no language'} (at least {cov['min_documents']} training documents "
+                 f"of each label); other languages are not judged"
+                 + (f"; one-sided, allowed by the spec: {cov['one_sided_allowed']}" if cov["one_sided_allowed"] else ""))
     lines.append(f"model: {t.model} ({c['model']['bytes']:,} bytes, trained in {t.seconds:.2f} s, one thread)")
     lines.append(f"card:  {t.card_path}")
     return lines

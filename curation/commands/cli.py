@@ -64,7 +64,7 @@ def _cmd_verify(a) -> int:
     from curation.mixture.manifests import verify_manifest
     manifest, fetched = _local_manifest(a.manifest, a.quiet)
     if a.relocate and not fetched:   # a fetched copy is relocated to the cache already
-        from curation.mixture.megatron import relocate_handoff
+        from curation.mixture.handoffs import relocate_handoff
         for path in relocate_handoff(manifest):
             print(f"rewrote {path}", file=sys.stderr)
     for line in verify_manifest(manifest, key=a.key):

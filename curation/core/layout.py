@@ -10,6 +10,7 @@
     review/                           exports for people (decontamination review)
     ledger/, manifests/, reports/     what auditors, trainers and readers open
     megatron/<stage>/                 the Megatron-LM hand-off of a stage (`curation.mixture.megatron`)
+    handoff/<format>/<stage>/         its hand-off in another trainer format the recipe's `trainers:` names
 """
 from __future__ import annotations
 
@@ -107,3 +108,8 @@ def manifests_dir(out: Path) -> Path:
 def megatron_dir(out: Path, stage: str) -> Path:
     """A stage's Megatron-LM hand-off: data-args files and the indexed datasets that express its plan."""
     return out / "megatron" / stage
+
+
+def handoff_dir(out: Path, fmt: str, stage: str) -> Path:
+    """A stage's hand-off in a trainer format other than Megatron's (`curation.mixture.handoffs.FORMATS`)."""
+    return out / "handoff" / fmt / stage

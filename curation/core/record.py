@@ -2,7 +2,7 @@
 
 For every step, `records_in == records_out + sum(dropped) + sum(quarantined)`; the ledger
 checks this for every step, source and shard. Besides the counts, every dropped or quarantined record
-is a decision (source, step, id, outcome, reason, detail) that the sink keeps for auditors
+(and every record a step passed without doing its work, `passed`, with its reason) is a decision (source, step, id, outcome, reason, detail) that the sink keeps for auditors
 (`OUT/ledger/decisions/`).
 """
 from __future__ import annotations
@@ -90,3 +90,8 @@ class QuarantineSink:
 
     def dropped(self, *, step: str, record_id: str, reason: str, detail: str = "") -> None:
         self.decisions.append((step, record_id, "dropped", reason, detail[:500]))
+
+    def passed(self, *, step: str, record_id: str, reason: str, detail: str = "") -> None:
+        """A record the step kept without doing its work on it, on purpose (a classifier that does not cover
+        the record's language): counted in records_out, its reason recorded as a `passed` decision."""
+        self.decisions.append((step, record_id, "passed", reason, detail[:500]))

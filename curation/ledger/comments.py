@@ -30,11 +30,15 @@ TABLES: dict[str, str] = {
     "mixture": "one row per stage x source: the planner's draw of the source into the stage",
     "mixture_flags": "one row per planner finding about a stage and source",
     "buckets": "one row per long-context stage x length bucket",
+    "lc_classes": "one row per long-context extension step x class (and its cooldown subsample): planned, native "
+                  "and topped-up tokens",
     "handoff": "one row per stage x planned source: planned tokens and the tokens Megatron-LM draws from the hand-off",
     "consumed": "one row per training run x stage x source: what `curate train` fed (written back after the run)",
     "pii": "one row per source x kind of personal data replaced",
     "optout": "one row per source: the retroactive robots.txt opt-out",
     "toxicity": "one row per source x language: the toxicity step's scores",
+    "classifier_languages": "one row per source x classifier step x language: what the model was trained and "
+                            "evaluated on (its card) and the documents it scored or did not cover",
     "captions": "one row per image source: caption checks and regenerations",
     "image_clusters": "one row per group of near-identical images",
     "audio_clusters": "one row per group of duplicate audio clips",
@@ -55,7 +59,14 @@ TABLES: dict[str, str] = {
     "images": "one row per image source",
     "audio": "one row per audio source",
     "interleaved": "one row per interleaved (text and image) source",
-    "decisions": "one row per dropped or quarantined record: what removed it and why, with its evidence "
+    "transparency": "one row per field of the recipe's `transparency:` section (provider, model, crawler, "
+                    "collection period) for the EU AI Act public summary; value NULL where not declared",
+    "source_origins": "one row per source: its category in the EU AI Act public summary's list of data sources",
+    "robots_snapshots": "one row per robots.txt snapshot date the opt-out read",
+    "domain_tokens": "one row per source x web domain of the page URL: documents and tokens in the source's "
+                     "main shards (web_domain NULL: no usable page URL)",
+    "decisions": "one row per dropped or quarantined record (and per record a step passed unjudged, "
+                 "outcome passed): what removed it and why, with its evidence "
                  "(stored in this file, so a copied ledger.duckdb answers per-document questions)",
 }
 
@@ -173,6 +184,19 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                 "filled_tokens": "tokens filled from documents of its length",
                 "topup_tokens": "tokens topped up from other buckets", "realised_tokens": "tokens it holds",
                 "documents": "documents in the bucket", "sources": "sources drawn, comma-separated"},
+    "lc_classes": {"start_from": "the stage whose checkpoint the step continues",
+                   "seq_length": "the step's sequence length",
+                   "class": "the class of long documents, or cooldown for the cooldown subsample",
+                   "share": "asked share: of the tokens beyond the cooldown subsample (cooldown: of the budget)",
+                   "planned_tokens": "tokens the recipe asks the class for",
+                   "native_tokens": "tokens drawn from documents of the native range (cooldown: all)",
+                   "topup_tokens": "tokens drawn from short-context documents of the top-up range",
+                   "realised_tokens": "native + topped-up tokens", "documents": "documents drawn",
+                   "native_lower": "native range: documents longer than this (cooldown: 0)",
+                   "native_upper": "native range: documents at most this long (cooldown: its seq_length)",
+                   "topup_min": "top-up range, shortest document (null: no top-up)",
+                   "topup_max": "top-up range, longest document (null: no top-up)",
+                   "sources": "tokens drawn per source, comma-separated"},
     "consumed": {"training": "training run id", "steps": "optimizer steps",
                  "text_tokens": "text tokens fed", "image_tokens": "image tokens fed", "audio_tokens": "audio "
                  "tokens fed", "other_tokens": "special tokens fed", "total_tokens": "all tokens fed",
@@ -184,6 +208,17 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                "allowlist_would_remove": "records a strict allow-list would remove"},
     "toxicity": {"scored": "documents scored", "toxic": "documents dropped as toxic",
                  "toxic_share": "toxic / scored"},
+    "classifier_languages": {
+        "step": "the classifier step (toxicity, quality)", "model": "the model's name (its card)",
+        "covered": "the card covers the language (training documents of each label >= its min_documents)",
+        "train_positives": "training documents of the scored label (training split, before weights)",
+        "train_negatives": "training documents of the other label", "held_out_documents": "held-out documents",
+        "held_out_positives": "held-out documents of the scored label",
+        "held_out_precision": "held-out precision at 0.5 (null: undefined)",
+        "held_out_recall": "held-out recall at 0.5", "held_out_auc": "held-out ROC AUC (null: one label only)",
+        "scored": "documents of this source the step scored",
+        "not_covered": "documents not scored: language not covered (reason classifier_language_not_covered)",
+        "not_covered_outcome": "what happened to them: quarantined (uncovered_languages: refuse) or passed"},
     "captions": {"checked": "captions checked", "flagged": "captions quarantined by a check",
                  "regenerated": "captions regenerated", "regenerated_kept": "regenerated captions kept",
                  "regenerated_flagged": "regenerated captions flagged"},
@@ -218,7 +253,16 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                     "images_dropped_by_reason": "images removed by reason (map)",
                     "text_tokens": "text tokens from the shards (an image's H*W counts as text)",
                     "image_codes": "image codec codes", "text_runs": "text runs between images"},
-    "decisions": {"id": "record id", "outcome": "dropped or quarantined",
+    "transparency": {"field": "provider, provider_contact, model, model_version, crawler, collection_start or "
+                               "collection_end", "value": "the recipe's value, NULL where it declares none"},
+    "source_origins": {"origin": "publicly_available, crawled, licensed or synthetic",
+                       "basis": "declared in the recipe, or what it was derived from"},
+    "robots_snapshots": {"snapshot": "snapshot date (YYYY-MM-DD)",
+                         "domains": "domains with a robots.txt in that snapshot"},
+    "domain_tokens": {"web_domain": "registrable domain of the page URL (the host where it has none)",
+                      "documents": "documents in the main shards", "tokens": "tokens in the main shards"},
+    "decisions": {"id": "record id", "outcome": "dropped, quarantined, or passed (kept, "
+                  "the step's work not done on it, e.g. classifier_language_not_covered)",
                   "detail": "the evidence: the kept copy of a duplicate, its cluster, the matched benchmark item, "
                             "the robots.txt, the licence (at most 500 characters)"},
 }

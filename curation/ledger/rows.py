@@ -18,13 +18,16 @@ from curation.ledger.encoders import encoder_rows
 from curation.ledger.environment import environment_row
 from curation.ledger.pools import pool_name
 from curation.ledger.ranks import rank_rows
-from curation.plan.graph import Plan
+from curation.ledger.transparency import domain_rows, transparency_rows
+from curation.plan.graph import Plan, optout_index
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
 from curation.steps.compliance.domains import MATCH_RULES
 from curation.steps.compliance.licences import licence_decision
 from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
+from curation.steps.text.filters import coverage
+from curation.steps.text.filters.quality import read_card
 
 
 def optout_mode(plan: Plan, src) -> str:
@@ -55,6 +58,14 @@ def _source_row(plan: Plan, src, out: Path) -> dict:
             "optout_mode": optout_mode(plan, src), "pii": ", ".join(comp["pii"]) if comp["pii"] else "none",
             "acquired": acquired["kind"] if acquired else None,
             "fetched_sha256": acquired["fetched_sha256"] if acquired else None}, acquired
+
+
+def _domains(marker: dict) -> dict[str, list[int]]:
+    """A tokenize marker's documents and tokens per web domain; a marker written before curate counted
+    them (a resumed older run) has none, and its documents count as without a page URL."""
+    if "domains" in marker:
+        return marker["domains"]
+    return {"": [marker["documents"], marker["tokens"]]} if marker["documents"] else {}
 
 
 def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
@@ -119,6 +130,12 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                     rows[table] += more
         for table, more in _step_rows(run, src.name, totals).items():
             rows[table] += more
+        rows["domain_tokens"] += domain_rows(run, src.name, [_domains(markers[f"tokenize/{src.name}/{f.shard_id}"])
+                                                             for f in files])
+        for name, _, cfg in coverage.classifier_filters(src):   # what each classifier knows, per language
+            notes = totals[name].notes if name in totals else {}
+            rows[coverage.TABLE] += coverage.coverage_rows(run, src.name, name, cfg,
+                                                           read_card(plan.recipe.resolve(cfg.model)), notes)
         for suffix in MODALITIES[src.modality].outputs(src):   # every merged shard set: the table sums to them
             pool = count_tokens_by_modality(Path(f"{source_prefix(out, src.name)}{suffix}"),
                                             plan.vocab.blocks, plan.vocab.reserved)
@@ -131,6 +148,8 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals, counts))
+    for table, more in transparency_rows(run, r, optout_index(plan.recipe)).items():
+        rows[table] += more
     rows["encoders"] = encoder_rows(run, plan.tokenize, markers)
     rows["rank_plan"] = rank_rows(run, plan.tokenize, markers, ranks)
     rows["feeds"] = feed_rows(run, [read_acquired(out / "raw", s.name) for s in r.sources

@@ -13,8 +13,10 @@ from curation.ledger.encoders import VOLATILE as ENCODER_VOLATILE
 from curation.ledger.environment import LIBRARIES, TIME_COLUMNS
 from curation.ledger.ranks import RANK_PLAN
 from curation.ledger.ranks import VOLATILE as RANK_VOLATILE
+from curation.ledger.transparency import SCHEMAS as TRANSPARENCY
 from curation.plan.phases import ledger_schemas
 from curation.steps.registry import LEDGER_STEPS, MODALITIES
+from curation.steps.text.filters import coverage
 
 # Columns whose values describe one execution rather than its outputs: step timings, when and where the
 # run happened, the library versions it found. Left out of the manifests' ledger digests
@@ -76,6 +78,15 @@ CORE: dict[str, pa.Schema] = {
                           ("lower", pa.int64()), ("upper", pa.int64()), ("target_tokens", pa.int64()),
                           ("filled_tokens", pa.int64()), ("topup_tokens", pa.int64()),
                           ("realised_tokens", pa.int64()), ("documents", pa.int64()), ("sources", pa.string())]),
+    # per long-context extension step and class (and its cooldown subsample, class "cooldown"): the tokens
+    # the recipe asks for, those drawn from native long documents and those topped up from short ones
+    # (`curation.mixture.extension`; Apertus 1.5 Table 5, Appendix F)
+    "lc_classes": pa.schema([("run", pa.string()), ("stage", pa.string()), ("start_from", pa.string()),
+                             ("seq_length", pa.int64()), ("class", pa.string()), ("share", pa.float64()),
+                             ("planned_tokens", pa.int64()), ("native_tokens", pa.int64()),
+                             ("topup_tokens", pa.int64()), ("realised_tokens", pa.int64()),
+                             ("documents", pa.int64()), ("native_lower", pa.int64()), ("native_upper", pa.int64()),
+                             ("topup_min", pa.int64()), ("topup_max", pa.int64()), ("sources", pa.string())]),
     # one row per task resubmitted after a system failure (curation.runtime.ray_executor): the node key,
     # the attempt that failed (1: the first run) and Ray's error class and first message line
     "task_retries": pa.schema([("run", pa.string()), ("node", pa.string()), ("attempt", pa.int32()),
@@ -87,11 +98,14 @@ CORE: dict[str, pa.Schema] = {
                            ("audio_tokens", pa.int64()), ("other_tokens", pa.int64()), ("total_tokens", pa.int64()),
                            ("repeat_tokens", pa.int64()), ("documents", pa.int64()),
                            ("planned_tokens", pa.int64())]),
+    # for the EU AI Act public summary: declarations, source origins, robots.txt dates, tokens per web domain
+    **TRANSPARENCY,
 }
 
 
 def _contributed() -> dict[str, pa.Schema]:
     out = {name: schema for step in LEDGER_STEPS for name, schema in step.ledger_tables.items()}
+    out[coverage.TABLE] = coverage.SCHEMA   # rows from the classifiers' cards and counts (`build_rows`)
     out.update(ledger_schemas())
     out.update({m.ledger_table.name: m.ledger_table.schema for m in MODALITIES.values() if m.ledger_table})
     return out

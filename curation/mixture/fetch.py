@@ -87,7 +87,7 @@ def fetch_manifest(url: str) -> Path:
     else:
         sig_path.write_bytes(sig)
     if m is not None:
-        from curation.mixture.megatron import relocate_handoff
+        from curation.mixture.handoffs import relocate_handoff
         relocate_handoff(target)
     return target
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 from curation.core.atomic import atomic_write_json, save_array
@@ -25,15 +26,18 @@ from curation.core.hashing import fingerprint, sha256_file
 from curation.core.vocab import Block
 from curation.ledger.pools import main_pool
 from curation.ledger.schema import EXECUTION_TABLES
+from curation.mixture.handoffs import ALWAYS, write_stage
 from curation.mixture.manifest_schema import FORMAT, field_digests, load_manifest
-from curation.mixture.megatron import blend_of, write_handoff
+from curation.mixture.megatron import blend_of
 from curation.mixture.merkle import ledger_digests, manifest_leaves, merkle_root
 from curation.mixture.planning import StagePlan
 from curation.mixture.sampling import plan_seed, sample_counts, save_counts
+from curation.mixture.sequences import stage_sequences
 from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
 from curation.shards import read_index
 from curation.shards.counting import count_tokens_by_modality
+from curation.shards.formats import StageInput
 from curation.shards.indexed import has_tokens
 
 __all__ = ["FORMAT", "handoff_rows", "stage_handoffs", "write_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
@@ -56,7 +60,11 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
     the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
     # `reasoning: keep` (the default) is left out, so stages written before the setting existed keep their plans
     # nor is `handoff`: how Megatron receives the plan changes no plan
-    settings = stage.model_dump(mode="json", exclude={"handoff", *(("reasoning",) if stage.reasoning == "keep" else ())})
+    # nor are `trainers` (the formats the plan is written in change no plan), nor an unset `extension`
+    # (stages written before the setting existed keep their plans)
+    settings = stage.model_dump(mode="json", exclude={"handoff", "trainers",
+                                                      *(("reasoning",) if stage.reasoning == "keep" else ()),
+                                                      *(("extension",) if stage.extension is None else ())})
     return fingerprint({"stage": settings,
                         "sources": [[s["name"], s["epochs"], s["effective_tokens"],
                                      [f["sha256"] for f in s["files"]]] for s in sources]})
@@ -128,12 +136,18 @@ def _long_context(sp: StagePlan, mdir: Path) -> dict | None:
         return None
     pack_path = mdir / "plans" / sp.stage.name / "packing.npy"
     pack = save_array(pack_path, lc.packing)
-    return {"buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
-                         "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
-                         "documents": b.documents} for b in lc.buckets],
-            "sequences": lc.sequences, "fill": round(lc.fill, 6),
-            "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
-                        "columns": ["source index", "document index", "sequence"]}}
+    out = {"buckets": [{"lower": b.lower, "upper": b.upper, "target_tokens": b.target_tokens,
+                        "realised_tokens": b.realised_tokens, "topup_tokens": b.topup_tokens,
+                        "documents": b.documents} for b in lc.buckets],
+           "sequences": lc.sequences, "fill": round(lc.fill, 6),
+           "packing": {"path": _rel(pack_path, mdir), "sha256": pack["sha256"],
+                       "columns": ["source index", "document index", "sequence"]}}
+    if sp.stage.extension is not None:   # an extension step: the checkpoint it continues, its classes
+        out["start_from"] = sp.stage.extension.start_from
+        out["classes"] = [{"class": c.name, "share": c.share, "planned_tokens": c.planned_tokens,
+                           "native_tokens": c.native_tokens, "topup_tokens": c.topup_tokens,
+                           "documents": c.documents} for c in sp.classes]
+    return out
 
 
 def _vocabulary(v) -> dict:
@@ -144,7 +158,12 @@ def _vocabulary(v) -> dict:
 
 def handoff_mode(recipe, stage) -> str:
     """The stage's Megatron hand-off mode: its own `handoff`, else the recipe's (long-context: packed)."""
-    return "packed" if stage.long_context is not None else (stage.handoff or recipe.handoff)
+    return "packed" if stage.packed_selection else (stage.handoff or recipe.handoff)
+
+
+def trainers(recipe, stage) -> list[str]:
+    """The trainer formats the stage is handed off in: its own `trainers`, else the recipe's."""
+    return list(stage.trainers or recipe.trainers)
 
 
 def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
@@ -164,15 +183,19 @@ def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Pa
         stage_fp = stage_fingerprint(stage, sources)
         _plans(sp, sources, stage_fp, mdir)
         long_context = _long_context(sp, mdir)
-        megatron = write_handoff(out, mdir, stage.name, stage.seq_length, sources,
-                                 sp.long_context.packing if sp.long_context else None, vocabulary, root,
-                                 mode=handoff_mode(r, stage), stage_fp=stage_fp)
+        packing = sp.long_context.packing if sp.long_context else None
+        sections = write_stage(trainers(r, stage), StageInput(
+            out, mdir, stage.name, stage.seq_length, sources, packing, vocabulary, root or out, stage_fp,
+            handoff_mode(r, stage), partial(stage_sequences, mdir, sources, stage_fp, stage.seq_length,
+                                            packing=packing)))
+        megatron = sections.pop(ALWAYS)
         flags = [{"stage": stage.name, "source": d["name"], "kind": "not_drawable",
                   "message": f"{d['name']}: {d['tokens']:,} planned tokens, {d['reason']}: Megatron-LM will not draw "
                              f"it (the blend hand-off); use `handoff: packed` to draw every planned token"}
                  for d in megatron["not_drawable"]]
         staged.append({"index": index, "plan": sp, "sources": sources, "stage_fingerprint": stage_fp,
                        "long_context": long_context, "megatron": megatron, "vocabulary": vocabulary,
+                       "formats": sections,
                        "flags": [*sp.flags, *flags]})
     return staged
 
@@ -212,6 +235,7 @@ def write_manifests(plan: Plan, staged: list[dict], out: Path) -> list[Path]:
             "sources": sources, "blend": blend_of(megatron),
             "flags": st["flags"],
             "long_context": st["long_context"], "megatron": megatron,
+            **st["formats"],                 # the other trainer formats' sections, only where the recipe names them
             "ledger_tables": tables,
             "totals": {"documents": sum(s["documents"] for s in sources),
                        "tokens": sum(s["tokens"]["total"] for s in sources),
@@ -238,7 +262,7 @@ def _remove_stale(out: Path, stages: set[str]) -> None:
             ours = False  # not a manifest of ours: leave it alone
         if old.stem not in stages and ours:
             old.unlink()
-    for folder in (mdir / "plans", out / "megatron"):
+    for folder in (mdir / "plans", out / "megatron", *(out / "handoff").glob("*")):
         for old in folder.glob("*"):
             if old.name not in stages and old.is_dir():
                 shutil.rmtree(old)

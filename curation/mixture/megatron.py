@@ -39,10 +39,10 @@ import numpy as np
 from curation.core.atomic import atomic_write_bytes
 from curation.core.hashing import sha256_file
 from curation.core.layout import megatron_dir
-from curation.errors import CurateError
 from curation.mixture.megatron_packed import chunk_sizes, write_packed
 from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import planned, stage_sequences
+from curation.shards.formats import text_digest
 from curation.shards.indexed import read_index, write_index
 
 SPLIT = "100,0,0"   # the whole hand-off trains; a validation set is a separate blend
@@ -161,12 +161,6 @@ def blend_of(megatron: dict) -> list:
     return [x for p in ps for x in (p["sequences"], p["prefix"])]
 
 
-def text_digest(text: str, root: Path | str) -> str:
-    """sha256 of a hand-off file with the output folder written as `{out}` (the same wherever it lives)."""
-    import hashlib
-    return hashlib.sha256(text.replace(f"{root}/", "{out}/").encode()).hexdigest()
-
-
 def draws(sources: list[dict], prefixes: list[dict], held: dict[int, int] | None, seq_length: int) -> list[dict]:
     """Per planned source: planned tokens and the input tokens Megatron draws with `--train-samples`.
     Packed: every sequence is drawn once, so a source's drawn tokens are what the sequences hold of it
@@ -218,56 +212,3 @@ def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: l
         if old.name not in keep and (old.is_symlink() or old.is_file()):
             old.unlink()
     return section
-
-
-def relocate_handoff(manifest_path: Path) -> list[Path]:
-    """Rewrite a stage's path-holding hand-off files (and the ledger's `decisions` view) for where its
-    output folder is now (after a copy or move). Refuses when the manifest's record of them does not
-    match what it would write."""
-    from curation.errors import VerifyError
-    from curation.ledger.store import relink_decisions
-    from curation.mixture.manifest_schema import load_manifest
-
-    m = load_manifest(manifest_path)
-    base = Path(manifest_path).resolve().parent
-    root = base.parent
-    texts = file_texts(m["megatron"], root, base, m["seq_length"])
-    ledger = Path(os.path.normpath(base / m["ledger"]))
-    writes = {}
-    for name, text in texts.items():
-        entry = m["megatron"]["files"].get(name)
-        if entry is None or entry["sha256"] != text_digest(text, root):
-            raise VerifyError(f"{manifest_path}: the manifest's record of {name} does not match its hand-off; "
-                              f"run `curate verify {manifest_path}`")
-        writes[Path(os.path.normpath(base / entry["path"]))] = text
-    # everything is checked before anything is written: the output is there, and no write leaves it
-    for need in (*{p.parent for p in writes}, ledger):
-        if not need.exists():
-            raise CurateError(f"{manifest_path}: {need} is missing: the manifest was copied without its output "
-                              f"folder; copy the whole folder {root} (manifests/, tokenized/, megatron/, ledger/), "
-                              f"then relocate")
-    for path in (*writes, ledger):
-        inside(path, root)
-    for path, text in writes.items():
-        atomic_write_bytes(path, text.encode())
-    relink_decisions(ledger.parent)
-    return list(writes)
-
-
-def inside(path: Path, root: Path) -> None:
-    """Refuse (CurateError, naming the link) a path to write that leaves `root`, through `..` or a symlink."""
-    real_root = root.resolve()
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        raise CurateError(f"{path} is outside the output folder {root}; verify --relocate writes only inside the "
-                          f"folder it relocates") from None
-    at = root
-    for part in rel.parts:
-        at = at / part
-        if at.is_symlink():
-            target = at.resolve()
-            if not target.is_relative_to(real_root):
-                raise CurateError(f"{at} is a symbolic link to {target}, outside the output folder {root}; verify "
-                                  f"--relocate writes only inside the folder it relocates: replace the link with a "
-                                  f"copy of what it points to, then run it again")

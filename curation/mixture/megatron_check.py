@@ -23,12 +23,12 @@ from curation.mixture.megatron import (
     file_texts,
     occurrences,
     packed_sizes,
-    text_digest,
     tokenizer_settings,
 )
 from curation.mixture.megatron_packed import chunk_sizes, expected_digests, prefix_names
 from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import stage_sequences
+from curation.shards.formats import check_texts
 from curation.shards.indexed import index_parts, read_index
 
 
@@ -124,44 +124,9 @@ def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | 
 
 
 def _check_texts(m: dict, base: Path, problems: list[str], check_location: bool) -> None:
-    mg, out = m["megatron"], base.parent
-    want = file_texts(mg, "{out}", base, m["seq_length"])
-    for name in FILES:
-        entry = mg["files"].get(name)
-        if entry is None:
-            problems.append(f"megatron: the manifest lists no {name}")
-            continue
-        if entry["sha256"] != text_digest(want[name], "{out}"):
-            problems.append(f"megatron: {name}'s digest in the manifest does not match the stage's blend")
-        fp = Path(os.path.normpath(base / entry["path"]))
-        try:
-            text = fp.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            problems.append(f"megatron: {fp} cannot be read ({e}); re-run `curate run` to write the hand-off")
-            continue
-        if text.replace(f"{out}/", "{out}/") == want[name]:
-            continue
-        moved = _other_root(text, want[name])
-        if moved is None:
-            problems.append(f"megatron: {fp} differs from the stage's blend (edited after it was written)")
-        elif check_location:
-            problems.append(f"megatron: {fp} names the files of {moved}, not of this output folder {out} (moved or "
-                            f"copied): rewrite it with `curate verify --relocate MANIFEST` or re-run "
-                            f"`curate run` here (completed tasks are skipped)")
-
-
-def _other_root(text: str, template: str) -> str | None:
-    """The output folder `text` was written for, when it is `template` for another folder."""
-    head = template.split("{out}/", 1)[0]
-    if "{out}/" not in template or not text.startswith(head):
-        return None
-    rest = text[len(head):]
-    tail = template.split("{out}/", 1)[1].split("\n", 1)[0].split(" ", 1)[0].split('"', 1)[0]
-    at = rest.find("/" + tail)
-    root = rest[:at] if at > 0 else None
-    if root is None or any(c.isspace() for c in root) or not (root.startswith("/") or "://" in root):
-        return None      # an output folder is an absolute path or URL: `2 /out` is an edit, not a move
-    return root if text == template.replace("{out}/", f"{root}/") else None
+    want = file_texts(m["megatron"], "{out}", base, m["seq_length"])
+    problems += check_texts("megatron", m["megatron"], {name: want[name] for name in FILES}, base, check_location,
+                            "the stage's blend")
 
 
 def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]:

@@ -5,7 +5,8 @@ children (an odd node is paired with itself). Ledger tables are hashed by conten
 JSON rows without the volatile columns (`curation.ledger.schema.VOLATILE_COLUMNS`: step timings, the
 run's start and end, host, library versions), so the root is the same for any worker count and for
 any re-run of the same recipe on the same inputs. Every field of the manifest is a leaf too (its
-digest, `manifest_schema.field_digests`), and so is every file of the stage's Megatron hand-off. One
+digest, `manifest_schema.field_digests`), and so is every file of the stage's hand-offs (Megatron's and
+any other trainer format's). One
 root lets an auditor confirm a whole stage (what a trainer reads: settings, shards, sampling plans,
 hand-off, ledger) at once.
 """
@@ -16,6 +17,7 @@ import json
 from pathlib import Path
 
 from curation.ledger.schema import VOLATILE_COLUMNS
+from curation.mixture.handoffs import leaves as handoff_leaves
 
 
 def merkle_root(leaves: list[str]) -> str:
@@ -74,9 +76,7 @@ def manifest_leaves(manifest: dict, fields: dict[str, str]) -> list[str]:
     if manifest.get("long_context"):
         pack = manifest["long_context"]["packing"]
         leaves.append(f"{pack['path']}:{pack['sha256']}")
-    mg = manifest["megatron"]
-    leaves += [f"{f['path']}:{f['sha256']}" for p in mg["prefixes"] for f in p["files"]]
-    leaves += [f"{f['path']}:{f['sha256']}" for f in mg["files"].values()]
+    leaves += handoff_leaves(manifest)          # every trainer format's files (`curation.mixture.handoffs`)
     leaves += [f"ledger/{t}:{d}" for t, d in manifest["ledger_tables"].items()]
     leaves += [f"field/{k}:{d}" for k, d in fields.items()]
     return leaves

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from curation.mixture.extension import COOLDOWN, ClassResult, plan_extension
 from curation.mixture.longcontext import LongContextPlan, plan_long_context
 from curation.mixture.manifest_schema import training_json
 from curation.mixture.variants import shard_variant
@@ -57,6 +58,7 @@ class StagePlan:
     rows: list[MixtureRow]
     flags: list[dict] = field(default_factory=list)
     long_context: LongContextPlan | None = None  # for long-context stages: buckets, selection, packing
+    classes: list[ClassResult] = field(default_factory=list)  # for extension steps: per class, planned vs drawn
 
     def categories(self) -> list[dict]:
         out: dict[str, dict] = {}
@@ -185,6 +187,43 @@ def plan_long_context_stage(stage: Stage, sources: list[Source], tokens: dict[st
     return StagePlan(stage, total, rows, flags, plan)
 
 
+def plan_extension_stage(stage: Stage, sources: list[Source], tokens: dict[str, int], documents: dict[str, int],
+                         lengths: dict[str, np.ndarray], earlier: dict[str, StagePlan]) -> StagePlan:
+    """An extension step (`curation.mixture.extension`): its cooldown subsample follows the planned shares
+    of the stage it names, from documents of at most `max_tokens` (default: `native_above`); its native
+    documents are longer than `native_above` (default: the seq_length of the stage it starts from)."""
+    ext = stage.extension
+    order = [s.name for s in sources]
+    prev = earlier[ext.start_from].stage
+    native_above = ext.native_above if ext.native_above is not None else prev.seq_length
+    cooldown = None
+    if ext.cooldown_subsample is not None:
+        cool = earlier[ext.cooldown_subsample.stage]
+        longest = ext.cooldown_subsample.max_tokens or native_above
+        cooldown = ({r.source: r.share for r in cool.rows if r.effective_tokens > 0}, longest)
+    used = set(cooldown[0]) if cooldown else set()
+    used |= {s for c in ext.classes.values() for s in c.sources}
+    plan, classes = plan_extension(stage.name, stage.seq_length, ext, native_above, cooldown,
+                                   {s: lengths[s] for s in order if s in used}, order)
+    selected = {s: int((plan.counts[s].astype(np.int64) * lengths[s]).sum()) if s in plan.counts else 0
+                for s in order}
+    total = sum(selected.values())
+    rows = []
+    for s in sources:
+        raw, eff = tokens[s.name], selected[s.name]
+        excluded = None if eff else ("not in this step's classes or cooldown subsample" if s.name not in used
+                                     else "no documents of a range this step draws")
+        rows.append(MixtureRow(stage.name, s.name, s.category, raw, documents[s.name],
+                               round(eff / raw, 6) if raw else 0.0, eff, round(eff / total, 9) if total else 0.0,
+                               None, s.max_epochs, None, excluded))
+    flags = [{"stage": stage.name, "source": None, "kind": "class_short",
+              "message": f"{'the cooldown subsample' if c.name == COOLDOWN else 'class ' + repr(c.name)} reached "
+                         f"{c.realised_tokens:,} of {c.planned_tokens:,} planned tokens ({c.native_tokens:,} native, "
+                         f"{c.topup_tokens:,} topped up)"}
+             for c in classes if c.realised_tokens < c.planned_tokens]
+    return StagePlan(stage, total, rows, flags, plan, classes)
+
+
 def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int],
                 lengths: Callable[..., np.ndarray] | None = None) -> list[StagePlan]:
     """Plan every stage; `lengths(source)` gives per-document token counts of a source's main shards and
@@ -196,10 +235,13 @@ def plan_recipe(recipe: Recipe, tokens: dict[str, int], documents: dict[str, int
         if any(variant.values()) and lengths is None:
             raise ValueError(f"stage {st.name} draws sources from other shard sets: pass `lengths`")
         lens = {s.name: (lengths(s.name, variant[s.name]) if variant[s.name] else
-                         lengths(s.name) if st.long_context is not None else None) for s in recipe.sources}
+                         lengths(s.name) if st.packed_selection else None) for s in recipe.sources}
         st_tokens = {k: int(lens[k].astype(np.int64).sum()) if variant[k] else tokens[k] for k in tokens}
         st_docs = {k: int(lens[k].size) if variant[k] else documents[k] for k in documents}
-        if st.long_context is not None:
+        if st.extension is not None:
+            plans.append(plan_extension_stage(st, recipe.sources, st_tokens, st_docs, lens,
+                                              {p.stage.name: p for p in plans}))
+        elif st.long_context is not None:
             plans.append(plan_long_context_stage(st, recipe.sources, st_tokens, st_docs, lens))
         else:
             plans.append(plan_stage(st, recipe.sources, st_tokens, st_docs))
@@ -231,4 +273,16 @@ def ledger_rows(plans: list[StagePlan], run: str) -> dict[str, list[dict]]:
                      "documents": b.documents,
                      "sources": ", ".join(f"{k}={v}" for k, v in b.by_source.items())}
                     for p in plans if p.long_context for b in p.long_context.buckets],
+        "lc_classes": [class_row(c, p.stage, run) for p in plans for c in p.classes],
     }
+
+
+def class_row(c: ClassResult, stage: Stage, run: str) -> dict:
+    """One `lc_classes` row: an extension step's class (or its cooldown subsample), planned vs drawn."""
+    return {"run": run, "stage": c.stage, "start_from": stage.extension.start_from, "seq_length": stage.seq_length,
+            "class": c.name, "share": c.share, "planned_tokens": c.planned_tokens, "native_tokens": c.native_tokens,
+            "topup_tokens": c.topup_tokens, "realised_tokens": c.realised_tokens, "documents": c.documents,
+            "native_lower": c.lower, "native_upper": c.upper,
+            "topup_min": c.topup_range[0] if c.topup_range else None,
+            "topup_max": c.topup_range[1] if c.topup_range else None,
+            "sources": ", ".join(f"{k}={v}" for k, v in c.by_source.items())}

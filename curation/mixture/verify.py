@@ -8,7 +8,8 @@
 - every shard file (size, sha256) and its exact document and token counts, against the manifest and the
   ledger's `tokens` table (other shard sets: its `mixture` rows);
 - shares, the ledger's `mixture` rows, each sampling plan (recomputed from its seed);
-- the Megatron hand-off (`curation.mixture.megatron_check`);
+- the hand-off of every trainer format (`curation.mixture.handoffs`: Megatron's, `megatron_check`, and
+  e.g. OLMo-core's, `olmo_core`);
 - the ledger: each Parquet table against the manifest's digest, and every table of `ledger.duckdb`
   against its Parquet file (an `UPDATE` in the DuckDB file alone is caught), its views against ours;
 - the Merkle root over all of it;
@@ -26,8 +27,8 @@ from curation.core.hashing import sha256_file
 from curation.core.vocab import Block
 from curation.errors import VerifyError
 from curation.ledger.pools import MAIN_POOL, pool_name
+from curation.mixture.handoffs import check as check_handoffs
 from curation.mixture.manifest_schema import field_digests, load_manifest, training_json
-from curation.mixture.megatron_check import check_handoff
 from curation.mixture.merkle import (
     duckdb_digests,
     ledger_digests,
@@ -325,7 +326,7 @@ def verify_manifest(path: Path, *, check_location: bool = True, key: str | Path 
     """Return a list of human-readable checks passed; raise VerifyError listing every failure.
 
     `check_location=False` accepts a hand-off whose files name another location of this output folder
-    (copied or moved; `curation.mixture.megatron.relocate_handoff` rewrites them): for trainers that read
+    (copied or moved; `curation.mixture.handoffs.relocate_handoff` rewrites them): for trainers that read
     the manifest, not the hand-off's absolute paths (`curate train`). Their content is checked either way.
     `key`: an ed25519 public key (PEM file) whose signature of the stage's Merkle root is required too
     (`curation.mixture.signing`)."""
@@ -343,14 +344,9 @@ def verify_manifest(path: Path, *, check_location: bool = True, key: str | Path 
     problems += _check_mixture(m, ledger_dir)
     problems += _check_draws(m, ledger_dir)
     problems += _check_plans(m, base)
-    handoff = check_handoff(m, base, check_location)
+    handoff, fine = check_handoffs(m, base, check_location)     # every trainer format the manifest holds
     problems += handoff
-    if not handoff:
-        mg = m["megatron"]
-        planned = sum(d["planned_tokens"] for d in mg["draws"])
-        drawn = sum(d["drawn_tokens"] for d in mg["draws"])
-        ok.append(f"megatron hand-off ({mg['mode']}): {len(mg['prefixes'])} prefix(es), "
-                  f"{mg['train_samples']} samples of {m['seq_length']}; draws {drawn:,} of {planned:,} planned tokens")
+    ok += fine
     problems += _check_ledger(m, ledger_dir, check_location)
     if merkle_root(manifest_leaves(m, field_digests(m))) != m["merkle_root"]:
         problems.append(f"merkle root {m['merkle_root']} does not recompute from the manifest's files, fields "

@@ -24,6 +24,7 @@ from curation.plan.size import check_plan_size
 from curation.recipe import LoadedRecipe, load_recipe
 from curation.steps.compliance.optout import DEFAULT_AGENTS, OptOutIndex
 from curation.steps.registry import MODALITIES
+from curation.steps.text.filters.quality import check_source
 
 
 @dataclass
@@ -88,7 +89,7 @@ def encode_settings(loaded: LoadedRecipe, vocab: Vocabulary) -> dict:
     return run
 
 
-def _optout(loaded: LoadedRecipe) -> OptOutIndex | None:
+def optout_index(loaded: LoadedRecipe) -> OptOutIndex | None:
     """The recipe's robots.txt snapshots, loaded once at planning (a bad folder fails before any work)."""
     cfg = loaded.recipe.optout
     if cfg is None:
@@ -97,7 +98,7 @@ def _optout(loaded: LoadedRecipe) -> OptOutIndex | None:
 
 
 def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
-    optout = _optout(loaded)
+    optout = optout_index(loaded)
     nodes = []
     for src in loaded.recipe.sources:
         modality = MODALITIES[src.modality]
@@ -117,6 +118,8 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
 def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     r = loaded.recipe
     check_plan_size(r, {s: len(fs) for s, fs in loaded.inputs.items()}, str(loaded.path))   # before any node
+    for i, src in enumerate(r.sources):   # a classifier asked to judge a language its card does not cover
+        check_source(loaded.path, i, src, loaded.resolve)
     run = encode_settings(loaded, vocab)
     process = _process_nodes(loaded)
     ctx = PlanContext(loaded, process, {n.key: n for n in process})

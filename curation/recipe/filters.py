@@ -101,6 +101,10 @@ class _Classifier(FilterBase):
     labels: list[str] = Field(min_length=2, max_length=2)
     batch_size: int = Field(default=256, ge=1, le=65536)
     language_model: str | None = None  # LID when no earlier `language` filter set meta["language"]
+    # a document in a language the model's card does not cover (`curation.steps.text.filters.coverage`): quarantined
+    # unscored (refuse, the default; a source declaring such a language fails validation), or passed
+    # unscored with a `passed` decision (pass); either way reason `classifier_language_not_covered`
+    uncovered_languages: Literal["refuse", "pass"] = "refuse"
 
     @model_validator(mode="after")
     def _distinct(self):

@@ -73,8 +73,16 @@ _MESSAGES = {
 def _fingerprinted(recipe) -> dict:
     """The recipe's content for its fingerprint. An unset codec `device`/`precision` means the CPU float32
     encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
-    fingerprint (and every manifest naming it); a set one is in."""
+    fingerprint (and every manifest naming it); a set one is in. Likewise a stage's unset `extension`, and
+    `trainers` left at Megatron's alone (the recipe's) and unset (a stage's)."""
     content = recipe.model_dump(mode="json")
+    if content.get("trainers") == ["megatron"]:
+        content.pop("trainers")
+    for st in content.get("stages", []):
+        if st.get("extension") is None:   # unset: not an extension step, as before the setting existed
+            st.pop("extension", None)
+        if st.get("trainers") is None:
+            st.pop("trainers", None)
     for src in content.get("sources", []):
         for block in (src.get("images"), src.get("audio")):
             for key in ("device", "precision"):

@@ -168,7 +168,7 @@ class Interleaved(Strict):
 
 
 class Conversations(Strict):
-    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.text.turns`, `.chat`):
+    """Chat/SFT rows rendered in the Apertus 1.5 chat template (`curation.steps.conversation.turns`, `.chat`):
     `messages_field` holds OpenAI (`role`/`content`) or ShareGPT (`from`/`value`) messages; the optional
     row fields hold the tool declarations (OpenAI `tools`, a list or its JSON string), a system prompt,
     and the images/audio clips that bare placeholders (`<image>`, `{"type": "image"}`) refer to, in order."""

@@ -62,7 +62,12 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     LongContext,
     MixtureEntry,
     Stage,
+    Trainer,
+    check_extension_steps,
+    check_trainers,
+    default_trainers,
 )
+from curation.recipe.transparency import Transparency
 
 
 class Normalize(Strict):
@@ -331,9 +336,15 @@ class Recipe(Strict):
     # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
     # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
     handoff: Literal["packed", "blend"] = "packed"
+    # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
+    # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
+    trainers: list[Trainer] = Field(default_factory=default_trainers, min_length=1)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
+    # who provides which model, the crawler, the collection period: for the EU AI Act public summary
+    # (`curation.recipe.transparency`); it describes the publication, not the data, so no fingerprint has it
+    transparency: Transparency = Field(default_factory=Transparency, exclude=True)
     sources: list[Source] = Field(min_length=1)
 
     @field_validator("sources")
@@ -347,6 +358,12 @@ class Recipe(Strict):
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
         return sources
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[Trainer]) -> list[Trainer]:
+        check_trainers(names)
+        return names
 
     @field_validator("stages")
     @classmethod
@@ -364,6 +381,8 @@ class Recipe(Strict):
             named = set(st.mixture or {})
             if st.long_context is not None:
                 named |= set(st.long_context.priority) | set(st.long_context.top_up)
+            if st.extension is not None:
+                named |= {s for c in st.extension.classes.values() for s in c.sources}
             unknown = sorted(named - names)
             if unknown:
                 raise ValueError(f"stage {st.name!r} mixes unknown source(s) {unknown}; sources: {sorted(names)}")
@@ -378,10 +397,11 @@ class Recipe(Strict):
             weighted = st.mixture is None or any(e.weight is not None for e in entries)
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
                 raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
+        check_extension_steps(self.stages)
         ab = self.ablation
         if ab is not None:
             stage = next((st for st in self.stages if st.name == ab.stage), None)
-            if stage is None or stage.long_context is not None or stage.budget_tokens is None:
+            if stage is None or stage.packed_selection or stage.budget_tokens is None:
                 raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
                                  f"long_context; stages: {[st.name for st in self.stages]}")
             for cand, mixture in ab.candidates.items():
@@ -396,5 +416,7 @@ class Recipe(Strict):
                     raise ValueError(f"ablation.heldout {h.name!r}: give `language:` (source {h.source!r} declares "
                                      f"{'no language filter' if langs is None else f'languages {langs}'}, so its "
                                      f"bits-per-byte suite is not known)")
+        if unknown := sorted(set(self.transparency.sources) - names):
+            raise ValueError(f"transparency.sources names unknown source(s) {unknown}; sources: {sorted(names)}")
         check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources
         return self

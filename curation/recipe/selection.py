@@ -66,9 +66,15 @@ class Select(Strict):
 
 
 def scored_fields(src) -> set[str]:
-    """The metadata fields holding a score on every record of `src` after its process chain."""
-    fields = {f.field for f in src.filters if isinstance(f, (QualityScore, Toxicity)) and f.field}
+    """The metadata fields holding a score on every record of `src` after its process chain. A classifier
+    with `uncovered_languages: pass` leaves the documents of languages its card does not cover unscored,
+    so its field is not on every record."""
+    fields = {f.field for f in _classifiers(src) if f.field and f.uncovered_languages != "pass"}
     return fields | set(src.input.metadata_fields)
+
+
+def _classifiers(src) -> list:
+    return [f for f in src.filters if isinstance(f, (QualityScore, Toxicity))]
 
 
 def has_language(src) -> bool:
@@ -77,6 +83,11 @@ def has_language(src) -> bool:
 
 
 def _unscored(field: str, where: str, src) -> str:
+    if any(f.field == field and f.uncovered_languages == "pass" for f in _classifiers(src)):
+        return (f"{where}: source {src.name!r} writes meta[{field!r}] with `uncovered_languages: pass`, which "
+                f"leaves documents of languages the model does not cover unscored; {where} needs a score on "
+                f"every document: use `uncovered_languages: refuse` (quarantines them), or keep those "
+                f"languages out with a `language` filter before the classifier")
     return (f"{where}: source {src.name!r} never writes meta[{field!r}]; add "
             f"`{{type: quality, model: ..., field: {field}}}` to its filters (or list {field!r} in its "
             f"input.metadata_fields when the data carries the score)")

@@ -1,4 +1,5 @@
-"""Training stages in a recipe: budgets, per-source mixture entries, category targets, long-context buckets."""
+"""Training stages in a recipe: budgets, per-source mixture entries, category targets, long-context buckets
+and long-context extension steps."""
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -13,6 +14,27 @@ from curation.recipe.limits import (
     MAX_TOKENS,
     MAX_WEIGHT,
 )
+
+# the trainer formats a recipe may name (`trainers:`), each one registered in `curation.mixture.handoffs.FORMATS`
+# (a test keeps the two in step)
+Trainer = Literal["megatron", "olmo_core"]
+
+
+def default_trainers() -> list[Trainer]:
+    return ["megatron"]
+
+
+def check_trainers(names: list[Trainer] | None) -> list[Trainer] | None:
+    """`trainers` names each format once and names megatron (every stage is written for it: the manifest's
+    `samples` and `blend` are its)."""
+    if names is None:
+        return names
+    if len(set(names)) != len(names):
+        raise ValueError(f"trainers {names} names a format twice; name each once")
+    if "megatron" not in names:
+        raise ValueError(f"trainers {names} must include megatron: every stage is written for Megatron-LM (the "
+                         f"manifest's samples and blend are its); write e.g. trainers: [megatron, {names[0]}]")
+    return names
 
 
 class MixtureEntry(Strict):
@@ -46,6 +68,67 @@ class LongContext(Strict):
         return self
 
 
+class TopUp(Strict):
+    """Short-context top-up of an extension class (Apertus 1.5 §3.3): where the class's native long pool
+    cannot reach its tokens, documents of `min_tokens`..`max_tokens` tokens (inclusive) of its sources
+    fill the rest (Apertus: 1,000-16,384)."""
+    min_tokens: int = Field(ge=1, le=MAX_SEQ_LENGTH)
+    max_tokens: int = Field(ge=1, le=MAX_SEQ_LENGTH)
+
+    @model_validator(mode="after")
+    def _range(self):
+        if self.max_tokens < self.min_tokens:
+            raise ValueError(f"top_up range {self.min_tokens}..{self.max_tokens} is empty; give min_tokens <= max_tokens")
+        return self
+
+
+class ExtensionClass(Strict):
+    """One class of long documents in an extension step (Apertus 1.5 Table 5: English, multilingual, image,
+    audio, SFT): its share of the tokens beyond the cooldown subsample, drawn from its sources in proportion
+    to each one's native pool, and an optional short-context top-up."""
+    share: float = Field(ge=0, le=1)
+    sources: list[str] = Field(min_length=1)
+    top_up: TopUp | None = None
+
+
+class CooldownSubsample(Strict):
+    """The part of an extension step drawn from an earlier stage's mixture: `share` of the step's budget,
+    split over that stage's sources by their planned shares, from documents of at most `max_tokens` tokens
+    (default: the step's `native_above`; Apertus 1.5 Appendix F: under 16,384)."""
+    stage: str
+    share: float = Field(ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SEQ_LENGTH)
+
+
+class Extension(Strict):
+    """A long-context extension step (Apertus 1.5 §3.3, Table 5, Appendix F; `curation.mixture.extension`).
+
+    `budget_tokens` = the cooldown subsample + the classes. A class's native pool is its sources' documents
+    longer than `native_above` (default: the seq_length of `start_from`) and at most the step's seq_length.
+    `start_from` names the stage whose checkpoint the step continues (the previous step, or the cooldown
+    for the first); the manifest records it so the trainer's chain is explicit."""
+    start_from: str
+    budget_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    cooldown_subsample: CooldownSubsample | None = None
+    classes: dict[str, ExtensionClass] = Field(min_length=1)
+    native_above: int | None = Field(default=None, ge=0, le=MAX_SEQ_LENGTH)
+
+    @model_validator(mode="after")
+    def _classes(self):
+        total = sum(c.share for c in self.classes.values())
+        if abs(total - 1) > 1e-6:
+            raise ValueError(f"extension class shares add up to {total:.6f}; they are shares of the tokens "
+                             f"beyond the cooldown subsample and must add up to 1")
+        seen: dict[str, str] = {}
+        for name, c in self.classes.items():
+            for s in c.sources:
+                if s in seen:
+                    raise ValueError(f"source {s!r} is in extension classes {seen[s]!r} and {name!r}; "
+                                     f"give each source one class")
+                seen[s] = name
+        return self
+
+
 class Goldfish(Strict):
     """Goldfish loss (Apertus 1.5 §3.2): drop a target when a hash of the `h` labels ending at it falls
     in 1/`k` of the hash space; the same context always drops the same way. Special tokens are exempt."""
@@ -66,6 +149,9 @@ class Stage(Strict):
     mixture: dict[str, MixtureEntry] | None = None
     category_targets: dict[str, float] = {}
     long_context: LongContext | None = None
+    # a long-context extension step: cooldown subsample + long documents by class (unset: not a step;
+    # then it enters no fingerprint, so recipes written before the setting keep their plans)
+    extension: Extension | None = None
     # which tokens are training targets: `all` modalities (Apertus stage 1) or `text` only (later
     # stages); default: all in the recipe's first stage, text afterwards. Task-control markers never.
     targets: Literal["all", "text"] | None = None
@@ -79,12 +165,49 @@ class Stage(Strict):
     # `--train-samples` draws exactly once, or a `blend` of per-source prefixes Megatron samples itself;
     # unset: the recipe's `handoff`. It changes no plan, so the stage fingerprint leaves it out.
     handoff: Literal["packed", "blend"] | None = None
+    # the trainer formats the stage is written in (`curation.mixture.handoffs.FORMATS`; megatron always);
+    # unset: the recipe's `trainers`. Like `handoff`, it changes no plan
+    trainers: list[Trainer] | None = Field(default=None, min_length=1)
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, names: list[Trainer] | None) -> list[Trainer] | None:
+        return check_trainers(names)
 
     def training(self, index: int) -> dict:
         """What a trainer of this stage (the recipe's `index`-th) is told: the manifest's `training` section,
         and the ledger's `stages.training` (JSON) that verify holds the manifest to."""
-        return {"stage_index": index, "targets": self.targets or ("all" if index == 0 else "text"),
-                "goldfish": self.goldfish.model_dump() if self.goldfish else None, "thinking": self.thinking}
+        out: dict = {"stage_index": index, "targets": self.targets or ("all" if index == 0 else "text"),
+                     "goldfish": self.goldfish.model_dump() if self.goldfish else None, "thinking": self.thinking}
+        if self.extension is not None:   # the checkpoint this step continues (absent for other stages)
+            out["start_from"] = self.extension.start_from
+        return out
+
+    @property
+    def packed_selection(self) -> bool:
+        """Whether the stage selects whole documents and packs them (long-context buckets or an extension
+        step) rather than sampling epochs of a mixture."""
+        return self.long_context is not None or self.extension is not None
+
+    @model_validator(mode="after")
+    def _extension(self):
+        ext = self.extension
+        if ext is None:
+            return self
+        if self.long_context is not None:
+            raise ValueError("a stage is either a long_context bucket stage or an extension step; drop one")
+        if self.handoff == "blend":
+            raise ValueError("an extension step is handed to Megatron as its packed sequences; drop `handoff: blend`")
+        if self.mixture is not None or self.category_targets or self.budget_tokens is not None:
+            raise ValueError("an extension step takes its sources from its classes and cooldown_subsample and "
+                             "its budget from extension.budget_tokens; drop mixture, category_targets and budget_tokens")
+        if ext.start_from == self.name:
+            raise ValueError(f"extension step {self.name!r} cannot start from itself")
+        for name, c in ext.classes.items():
+            if c.top_up is not None and c.top_up.max_tokens > self.seq_length:
+                raise ValueError(f"class {name!r}: top_up max_tokens {c.top_up.max_tokens} exceeds seq_length "
+                                 f"{self.seq_length}; a document must fit one sequence")
+        return self
 
     @model_validator(mode="after")
     def _long_context(self):
@@ -110,6 +233,43 @@ class Stage(Strict):
         if sum(targets.values()) > 1 + 1e-9:
             raise ValueError(f"category targets add up to {sum(targets.values()):.3f} > 1")
         return targets
+
+
+def check_extension_steps(stages: list[Stage]) -> None:
+    """An extension step continues an earlier stage at a longer context, and subsamples an earlier
+    ordinary (mixture-planned) stage."""
+    before: dict[str, Stage] = {}
+    for st in stages:
+        ext = st.extension
+        if ext is not None:
+            prev = before.get(ext.start_from)
+            if prev is None:
+                raise ValueError(f"extension step {st.name!r} starts from {ext.start_from!r}, which is not an "
+                                 f"earlier stage; earlier stages: {list(before)}")
+            if prev.seq_length >= st.seq_length:
+                raise ValueError(f"extension step {st.name!r} (seq_length {st.seq_length}) must extend the "
+                                 f"context of {prev.name!r} (seq_length {prev.seq_length})")
+            native = ext.native_above if ext.native_above is not None else prev.seq_length
+            if native >= st.seq_length:
+                raise ValueError(f"extension step {st.name!r}: native documents are longer than {native} "
+                                 f"tokens, so none fits its seq_length {st.seq_length}; lower native_above")
+            for name, c in ext.classes.items():
+                if c.top_up is not None and c.top_up.max_tokens > native:
+                    raise ValueError(f"extension step {st.name!r}, class {name!r}: the top_up range (up to "
+                                     f"{c.top_up.max_tokens}) overlaps the native range (above {native}); "
+                                     f"set native_above to at least {c.top_up.max_tokens}")
+            sub = ext.cooldown_subsample
+            if sub is not None:
+                cool = before.get(sub.stage)
+                if cool is None or cool.packed_selection:
+                    raise ValueError(f"extension step {st.name!r}: cooldown_subsample.stage {sub.stage!r} must "
+                                     f"name an earlier stage planned from a mixture (not long_context or an "
+                                     f"extension step); earlier stages: {list(before)}")
+                if sub.max_tokens is not None and sub.max_tokens > native:
+                    raise ValueError(f"extension step {st.name!r}: the cooldown subsample's documents (up to "
+                                     f"max_tokens {sub.max_tokens}) overlap the native range (above {native}); "
+                                     f"lower cooldown_subsample.max_tokens to at most {native}")
+        before[st.name] = st
 
 
 class HeldOut(Strict):

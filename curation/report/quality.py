@@ -1,6 +1,7 @@
 """Report sections of the model classifiers, from the ledger tables `quality_thresholds`,
-`quality_selected`, `quality_histogram` and `toxicity`: the selection's thresholds per pool and
-language, what it kept per source, the toxicity filter per source and language; and the figure of
+`quality_selected`, `quality_histogram`, `toxicity` and `classifier_languages`: the selection's thresholds
+per pool and language, what it kept per source, the toxicity filter per source and language, what each
+classifier was trained and evaluated on per language and what it did not judge; and the figure of
 the score histograms per language with the threshold marked (`quality_plot`)."""
 from __future__ import annotations
 
@@ -45,4 +46,29 @@ def quality_sections(rows: dict) -> list[Section]:
                            table(["source", "language", "scored", "toxic", "toxic share"],
                                  [[t["source"], t["language"], t["scored"], t["toxic"],
                                    f"{100 * t['toxic_share']:.2f}%"] for t in tox])))
+    langs = rows.get("classifier_languages", [])
+    if langs:
+        out.append(Section(CLASSIFIERS, "What the classifiers were trained and evaluated on",
+                           "Per source, classifier step and language: the model's training documents of each label "
+                           "(training split, before weights and upsampling) and its held-out evaluation (documents, "
+                           "precision and recall at 0.5, ROC AUC; n/a: undefined), from the model's card; whether "
+                           "the card covers the language (at least its minimum of training documents of each "
+                           "label); and what the step did with this source's documents of that language: scored, "
+                           "or not scored because the language is not covered (reason "
+                           "`classifier_language_not_covered`, quarantined or passed as the filter's "
+                           "`uncovered_languages` says). Listed: the languages the model covers and those the "
+                           "step met; the model's card lists every language it saw. Ledger table "
+                           "`classifier_languages`.",
+                           table(["source", "step", "model", "language", "covered", "trained +", "trained −",
+                                  "held-out docs", "precision", "recall", "AUC", "scored", "not covered"],
+                                 [[c["source"], c["step"], c["model"], c["language"], "yes" if c["covered"] else "no",
+                                   c["train_positives"], c["train_negatives"], c["held_out_documents"],
+                                   _metric(c["held_out_precision"]), _metric(c["held_out_recall"]),
+                                   _metric(c["held_out_auc"]),
+                                   c["scored"], f"{c['not_covered']} {c['not_covered_outcome']}"
+                                   if c["not_covered"] else 0] for c in langs])))
     return out
+
+
+def _metric(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from curation.core.atomic import atomic_write_bytes
 from curation.ledger.environment import LIBRARIES
+from curation.report.ai_act import write_summary
+from curation.report.extension import extension_sections
 from curation.report.flow import flow_plot
 from curation.report.plots import composition_plot, funnel_plot, quality_plot
 from curation.report.provenance import compliance_sections
@@ -114,7 +116,7 @@ def _figures(rows: dict, rdir: Path) -> list[tuple[str, str, Path]]:
 
 
 def _sections(rows: dict) -> list[Section]:
-    return [*mixture_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
+    return [*mixture_sections(rows), *extension_sections(rows), *compliance_sections(rows), *decont_sections(rows), *dedup_sections(rows),
             *quality_sections(rows), *media_sections(rows), *consumed_sections(rows), *record_sections(rows),
             *retry_sections(rows)]
 
@@ -178,7 +180,8 @@ def _html(run: dict, facts, figs, groups, anchor) -> str:
 
 
 def write_report(rows: dict, out: Path) -> Path:
-    """Write `<out>/reports/index.html`, its Markdown twin `report.md` and the plots, from the ledger rows."""
+    """Write `<out>/reports/index.html`, its Markdown twin `report.md`, the plots and the EU AI Act public
+    summary (`ai_act_summary.md` / `.html`, `curation.report.ai_act`), from the ledger rows."""
     rows = _upgrade(rows)
     rdir = out / "reports"
     run = rows["runs"][0]
@@ -186,4 +189,5 @@ def write_report(rows: dict, out: Path) -> Path:
     anchor = _anchors(groups)
     atomic_write_bytes(rdir / "report.md", _markdown(run, facts, figs, groups, anchor).encode())
     atomic_write_bytes(rdir / "index.html", _html(run, facts, figs, groups, anchor).encode())
+    write_summary(rows, rdir)   # the EU AI Act public summary, from the same ledger rows
     return rdir / "index.html"

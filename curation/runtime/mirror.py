@@ -29,7 +29,7 @@ from curation.core.outloc import Remote, staging_root
 from curation.runtime.publish import marker_rel
 
 NODE_AREAS = ("processed/", "tokenized/", "work/", "quarantine/", "ledger/decisions/")
-DRIVER_AREAS = ("ledger/", "manifests/", "megatron/", "reports/", "review/")
+DRIVER_AREAS = ("ledger/", "manifests/", "megatron/", "handoff/", "reports/", "review/")
 KEEP = (".curate-lock", ".curate-recipe.json")
 
 

@@ -27,6 +27,7 @@ from curation.core.record import QuarantineSink
 from curation.plan.pipeline import build_steps, encoder_spec, process_chain
 from curation.recipe.schema import Source
 from curation.shards import IndexedWriter, merge
+from curation.steps.compliance.domains import web_domain
 from curation.steps.droplist import DropListed, read_drops
 from curation.steps.encode import BatchCodes
 from curation.steps.modality import read_processed
@@ -103,6 +104,9 @@ def run_tokenize(out: Path, node: Node) -> dict:
     prefix = part_prefix(out, src.name, node.shard)
     writers = {suffix: IndexedWriter(Path(f"{prefix}{suffix}")) for suffix in spec["outputs"]}
     records = documents = tokens = 0
+    # documents and tokens of the main shards per web domain of the page URL ("" without one): the
+    # ledger's `domain_tokens`, counted here where the tokens are, not on the driver per record
+    domains: dict[str, list[int]] = {}
     try:
         for record in stream:
             records += 1
@@ -112,6 +116,9 @@ def run_tokenize(out: Path, node: Node) -> dict:
                     if suffix == "":
                         documents += 1
                         tokens += int(seq.size)
+                        acc = domains.setdefault(web_domain(record.meta.get(src.url_field)) or "", [0, 0])
+                        acc[0] += 1
+                        acc[1] += int(seq.size)
     except BaseException:
         for w in writers.values():
             w.abort()
@@ -127,8 +134,9 @@ def run_tokenize(out: Path, node: Node) -> dict:
             **({"image_batches": b} if (b := [x for s in steps for x in getattr(s, "planned", [])]) else {}),
             # seconds loading, encoding and in all, of the codec steps (benchmarks: the encoder's busy share)
             **({"timing": t} if (t := [s.timing for s in steps if hasattr(s, "timing")]) else {}),
-            "tokens": tokens, "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
-                                            for ext in (".bin", ".idx")), *sunk]}
+            "tokens": tokens, "domains": dict(sorted(domains.items())),
+            "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
+                          for ext in (".bin", ".idx")), *sunk]}
 
 
 def run_merge(out: Path, node: Node) -> dict:

@@ -12,9 +12,9 @@ from curation.steps.image.modality import IMAGE
 from curation.steps.image.read import ImageCheck
 from curation.steps.interleaved.modality import INTERLEAVED
 from curation.steps.modality import Modality
+from curation.steps.text.filters.quality import ToxicityStep
 from curation.steps.text.modality import TEXT
 from curation.steps.text.pii import PIIRedactor
-from curation.steps.text.quality import ToxicityStep
 
 MODALITIES: dict[str, Modality] = {m.name: m for m in (TEXT, IMAGE, AUDIO, INTERLEAVED)}
 

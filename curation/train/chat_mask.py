@@ -1,5 +1,5 @@
 """Loss masks of conversations, derived token by token from the chat template's markers alone, as a
-Megatron SFT loader does (Apertus 1.5 section 4.1; the template is `curation.steps.text.chat`).
+Megatron SFT loader does (Apertus 1.5 section 4.1; the template is `curation.steps.conversation.chat`).
 
 A state machine walks the markers; each token is a target or not by the state it is in:
 - Outside a conversation (no role marker since the document began) every token is a target: plain
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from curation.steps.text.chat import ROLE_MARKERS
+from curation.steps.conversation.chat import ROLE_MARKERS
 
 ROLES = {**{name: role for role, name in ROLE_MARKERS.items()}, "turn_tool": "tool"}
 TRAINABLE = ("end_of_turn", "tools_prefix", "tools_suffix", "inner_prefix", "inner_suffix")

@@ -7,7 +7,7 @@
   text-to-speech continuation, speech translation) and padding are never targets. A label that starts
   another document than its input is not a target either (with cross-document masking nothing before
   it is visible).
-- Conversations (SFT, the chat template of `curation.steps.text.chat`): the mask of
+- Conversations (SFT, the chat template of `curation.steps.conversation.chat`): the mask of
   `curation.train.chat_mask`, derived from the markers alone: assistant turns and tool calls are targets,
   system/developer/user turns and tool outputs are not, thinking spans by the stage's `thinking`
   setting. The markers an assistant turn trains on are targets in text-only stages too.

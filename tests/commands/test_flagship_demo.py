@@ -91,7 +91,7 @@ def test_the_tokens_table_sums_to_every_merged_shard(demo_run):
 @pytest.mark.parametrize("stage", ["stage1", "stage2"])
 def test_curate_train_runs_on_the_stage(demo_run, tmp_path, stage, capsys):
     from curation.commands.cli import main
-    from curation.mixture.megatron import relocate_handoff
+    from curation.mixture.handoffs import relocate_handoff
     out = tmp_path / "demo"        # a private copy: training writes consumed tokens into the ledger
     shutil.copytree(demo_run.out, out, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (out / "manifests").glob("*.json"):

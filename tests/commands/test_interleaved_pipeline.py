@@ -90,7 +90,7 @@ def test_documents_are_in_reading_order_and_megatron_core_reads_the_shards(demo)
 def test_conversations_carry_their_expanded_media(demo):
     from curation.core.vocab import Vocabulary
     from curation.shards import read_index, read_tokens
-    from curation.steps.text.chat import describe
+    from curation.steps.conversation.chat import describe
     out, _ = demo
     vocab = Vocabulary.load(VOCAB)
     prefix = out / "tokenized" / "sft_media" / "sft_media"

@@ -53,7 +53,8 @@ def test_same_ledger_same_bytes(rendered, tmp_path):
     write_report(soofi_like(), tmp_path)
     again = {p.name: p.read_bytes() for p in sorted((tmp_path / "reports").iterdir())}
     first = {p.name: p.read_bytes() for p in sorted(rendered.iterdir())}
-    assert sorted(first) == ["composition.png", "flow.png", "funnel.png", "index.html", "report.md"]
+    assert sorted(first) == ["ai_act_summary.html", "ai_act_summary.md", "composition.png", "flow.png", "funnel.png",
+                            "index.html", "report.md"]
     assert again == first
 
 

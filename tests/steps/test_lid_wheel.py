@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from curation.errors import RecipeError
-from curation.steps.text import filters
+from curation.steps.text.filters import document as filters
 
 
 @pytest.fixture()

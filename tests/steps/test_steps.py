@@ -10,9 +10,9 @@ from curation.errors import StepFailed
 from curation.recipe import schema
 from curation.steps.base import Filter
 from curation.steps.droplist import DropListed
-from curation.steps.text.filters import DatatroveFilter, LanguageFilter, LengthFilter
+from curation.steps.text.filters.document import DatatroveFilter, LanguageFilter, LengthFilter
 from curation.steps.text.normalize import Normalize
-from curation.steps.text.read import JsonlReader
+from curation.steps.text.readers.read import JsonlReader
 from tests.conftest import english_doc
 
 
@@ -177,7 +177,7 @@ def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
     import shutil
 
     from curation.errors import RecipeError
-    from curation.steps.text.filters import bundled_lid_model
+    from curation.steps.text.filters.document import bundled_lid_model
 
     shutil.copy(bundled_lid_model(), tmp_path / "lid.ftz")
     cfg = schema.LanguageFilter(type="language", languages=["en"], model="lid.ftz")
@@ -189,7 +189,7 @@ def test_language_filter_takes_a_model_file_from_the_recipe(tmp_path):
 
 
 def test_conversations_are_read_with_all_turns(tmp_path):
-    from curation.steps.text.read import JsonlReader
+    from curation.steps.text.readers.read import JsonlReader
     path = tmp_path / "chat.jsonl"
     rows = [{"id": "a", "messages": [{"role": "user", "content": "Question?"}, {"role": "assistant", "content": "Answer."}]},
             {"id": "b", "messages": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.chats import render, runs, vocab, vocab_dict
-from tests.steps.text.test_chat import FULL
+from tests.steps.conversation.test_chat import FULL
 
 SECOND = {"messages": [{"role": "user", "content": "And tomorrow?"},
                        {"role": "assistant", "content": "<think>No forecast tool.</think>I cannot tell."}]}

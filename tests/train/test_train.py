@@ -19,7 +19,7 @@ TINY = dict(d_model=32, pattern="M*E", n_heads=2, n_kv_heads=1, mamba_d_state=8,
 @pytest.fixture()
 def demo_copy(text_run, tmp_path):
     """A private copy of the demo output (training writes into its ledger)."""
-    from curation.mixture.megatron import relocate_handoff
+    from curation.mixture.handoffs import relocate_handoff
     out = tmp_path / "demo"
     shutil.copytree(text_run.out, out, symlinks=True, ignore=shutil.ignore_patterns("raw", "work", "processed"))
     for manifest in (out / "manifests").glob("*.json"):
@@ -260,7 +260,7 @@ def test_curate_train_applies_the_conversation_mask_of_whole_documents(tmp_path)
     from curation.train.chat_mask import ConversationMask
     from tests.chats import vocab_dict
     from tests.conftest import VOCAB, write_jsonl
-    from tests.steps.text.test_chat import FULL
+    from tests.steps.conversation.test_chat import FULL
     legacy = [{"role": "user", "content": "What is two plus two?"},
               {"role": "assistant", "content": "Let me check with the calculator."},
               {"role": "tool", "content": "4"}, {"role": "assistant", "content": "It is four."}]

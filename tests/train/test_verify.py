@@ -11,8 +11,8 @@ import pytest
 
 from curation.commands.cli import main
 from curation.errors import VerifyError
+from curation.mixture.handoffs import relocate_handoff
 from curation.mixture.manifests import verify_manifest
-from curation.mixture.megatron import relocate_handoff
 
 pytestmark = pytest.mark.slow   # every test here starts from the demo run
 

@@ -85,3 +85,16 @@ def governing(url: str, match: str) -> tuple[str, list[str]]:
         if reg is not None:
             names += [reg, f"www.{reg}"]
     return host, list(dict.fromkeys(names))
+
+
+def web_domain(url) -> str | None:
+    """The web domain a page URL counts under in the ledger's `domain_tokens` (the AI Act summary's top
+    domains): its registrable domain (`a.example.co.uk` -> `example.co.uk`), the host where it has none
+    (an IP address), None without a usable URL (none, or one naming no host)."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    try:
+        host = url_host(url)
+    except RecordError:
+        return None
+    return registrable_domain(host) or host

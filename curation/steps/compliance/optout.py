@@ -160,6 +160,9 @@ class OptOutIndex:
                 firsts.setdefault(key, day)
             self._domains[domain] = tuple((day, key) for key, day in firsts.items())
         self.snapshots: tuple[str, ...] = tuple(sorted(dates))
+        # per snapshot date, how many domains had a robots.txt that day (0: a date with no files); the
+        # ledger's `robots_snapshots`, which the AI Act summary cites for when the opt-outs were read
+        self.domains_per_snapshot: dict[str, int] = {d: sum(1 for day, _ in seen if day == d) for d in self.snapshots}
         self.fingerprint: str = digest.hexdigest()
 
     # ---------------------------------------------------------------- loading

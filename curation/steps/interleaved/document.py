@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from curation.errors import ConservationError, RecordError
+from curation.steps.conversation.turns import SEPARATOR
 from curation.steps.image.phash import DEFAULT_REDUCE
-from curation.steps.text.turns import SEPARATOR
 
 JOIN = f"\n{SEPARATOR}\n"
 

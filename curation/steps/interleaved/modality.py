@@ -22,6 +22,7 @@ from curation.core.contain import name_digests
 from curation.core.hashing import content_hash, fingerprint
 from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec, settings_of
+from curation.steps.conversation.media_refs import is_url
 from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.interleaved.check import LISTED_WITH_DOCUMENT, WITH_DOCUMENT, InterleavedCheck
@@ -30,7 +31,6 @@ from curation.steps.interleaved.read import (
     WebDatasetInterleavedReader,
 )
 from curation.steps.modality import LedgerTable, Modality
-from curation.steps.text.media_refs import is_url
 from curation.steps.text.modality import filter_spec
 from curation.steps.text.normalize import Normalize
 

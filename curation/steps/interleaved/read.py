@@ -36,10 +36,10 @@ from curation.core.media import IMAGE_EXTS
 from curation.core.record import Record
 from curation.errors import RecordError
 from curation.steps.base import Reader, Reject
+from curation.steps.conversation.media_refs import is_url, load_reference
 from curation.steps.image.decode import MAX_PIXELS
 from curation.steps.image.read import WebDatasetReader
 from curation.steps.interleaved.document import join_texts
-from curation.steps.text.media_refs import is_url, load_reference
 
 TIFF = ("tiff", "tif")
 

@@ -1,1 +1,2 @@
-"""Text: readers, normalisation, filters, PII, MinHash signatures, conversation turns, tokenization."""
+"""Text: the modality (`modality.py`), readers (`readers/`), filters (`filters/`), normalisation, PII,
+tokenization and MinHash shingling. Conversations (SFT data) are `curation.steps.conversation`."""

@@ -1,7 +1,7 @@
 """Synthetic verifiable long-context tasks built from one long document (Apertus 1.5 section 3.3).
 
 Each document of a source with `synthetic_tasks:` becomes one training example of one task, injected as
-Q&A turns and rendered in the chat template (`curation.steps.text.chat`):
+Q&A turns and rendered in the chat template (`curation.steps.conversation.chat`):
 
 - `cwe`, common-word extraction: how often does each of several sampled words occur in the document?
   A word is a maximal run of letters (`str.isalpha`), compared lower-cased. The document is plain text

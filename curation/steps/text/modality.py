@@ -15,23 +15,23 @@ from curation.core.vocab import Vocabulary
 from curation.recipe import schema
 from curation.recipe.filters import QualityScore, Toxicity
 from curation.steps.base import StepSpec, settings_of
+from curation.steps.conversation.media import ConversationMedia
+from curation.steps.conversation.media_refs import is_url
 from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.modality import Modality
-from curation.steps.text.filters import (
+from curation.steps.text.filters.document import (
     DatatroveFilter,
     LanguageFilter,
     LengthFilter,
     bundled_lid_model,
 )
-from curation.steps.text.inputs import limits_for
-from curation.steps.text.media import ConversationMedia
-from curation.steps.text.media_refs import is_url
+from curation.steps.text.filters.quality import QualityStep, ToxicityStep
 from curation.steps.text.normalize import Normalize
-from curation.steps.text.quality import QualityStep, ToxicityStep
-from curation.steps.text.read import JsonlReader, TableReader
+from curation.steps.text.readers.inputs import limits_for
+from curation.steps.text.readers.read import JsonlReader, TableReader
+from curation.steps.text.readers.web_read import HtmlReader, WarcReader
 from curation.steps.text.tokenize import TextTokenizer
-from curation.steps.text.web_read import HtmlReader, WarcReader
 
 FILTERS = {
     schema.LengthFilter: LengthFilter,
@@ -135,8 +135,8 @@ def _encoder(src, run: dict) -> StepSpec:
         # torch: only sources that expand media need it
         from curation.steps.audio.codec import WavTokenizerEncoder
         from curation.steps.codecs import load_codec
+        from curation.steps.conversation.media_tokenize import ConversationMediaTokenizer
         from curation.steps.image.codec import IBQEncoder
-        from curation.steps.text.media_tokenize import ConversationMediaTokenizer
         one_thread()
         codecs = {f"{k}_codec": load_codec(run[f"{k}_codec"], {"image": IBQEncoder, "audio": WavTokenizerEncoder}[k])
                   for k in kinds}
@@ -179,7 +179,7 @@ def _content_hash(r) -> bytes:
 
 TEXT = Modality(
     name="text",
-    # the checked media of conversations that expand them (`curation.steps.text.media`); null for the rest
+    # the checked media of conversations that expand them (`curation.steps.conversation.media`); null for the rest
     extra_columns=[("media", pa.list_(pa.binary()))],
     content_hash=_content_hash,
     extra_row=lambda r: {"media": r.media},

@@ -2,7 +2,7 @@
 rendered in the chat template (`conversation_tokens`).
 
 Each record writes one sequence to the source's shards; with `reasoning` (SFT data with reasoning
-spans, `curation.steps.text.reasoning`) it also writes the copy without them to the
+spans, `curation.steps.conversation.reasoning`) it also writes the copy without them to the
 `.no_reasoning` shards, so both hold the same documents in the same order. With `tasks` (a source's
 `synthetic_tasks:`, `curation.steps.text.longtasks`) each plain document is first turned into one task
 conversation; a task's plain context (the CWE document) precedes the rendered conversation in the same
@@ -18,11 +18,11 @@ from curation.core.vocab import Vocabulary
 from curation.errors import RecordError
 from curation.recipe.modalities import Conversations
 from curation.steps.base import BatchStep
-from curation.steps.text.chat import ChatMarkers, Rendered, render
+from curation.steps.conversation.chat import ChatMarkers, Rendered, render
+from curation.steps.conversation.reasoning import ReasoningStripper
+from curation.steps.conversation.turns import SEPARATOR, from_roles, is_conversation, parse_conversation
 from curation.steps.text.longtasks import make_task
 from curation.steps.text.pieces import PieceEncoder
-from curation.steps.text.reasoning import ReasoningStripper
-from curation.steps.text.turns import SEPARATOR, from_roles, is_conversation, parse_conversation
 
 _TASK_FORM = Conversations(tools_field=None, system_field=None, images_field=None, audios_field=None)
 
@@ -51,7 +51,7 @@ class TextTokenizer(BatchStep):
 
     def render_conversation(self, record: Record, *, thinking: bool = True) -> Rendered:
         """A conversation (`meta["chat"]`, or `meta["roles"]` as earlier versions stored it) in the Apertus 1.5
-        chat template (`curation.steps.text.chat`), with its placeholders' positions; `thinking=False` leaves
+        chat template (`curation.steps.conversation.chat`), with its placeholders' positions; `thinking=False` leaves
         the thinking spans out. `placeholder_mismatch` when the placeholders are not one per media item."""
         chat, text = record.meta.get("chat"), record.text
         if chat is None:
@@ -69,7 +69,7 @@ class TextTokenizer(BatchStep):
 
     def conversation_tokens(self, record: Record, *, thinking: bool = True) -> np.ndarray:
         """The rendered conversation's tokens (`render_conversation`). Its media placeholders stay single tokens
-        unless the source expands them (`curation.steps.text.media_tokenize`)."""
+        unless the source expands them (`curation.steps.conversation.media_tokenize`)."""
         return self.render_conversation(record, thinking=thinking).tokens
 
     def _one(self, record: Record, tokens: np.ndarray | None) -> Record | Drop | Exception:

@@ -28,11 +28,11 @@ from pathlib import Path
 from curation.core.record import QuarantineSink
 kind, path = sys.argv[1], Path(sys.argv[2])
 if kind == "jsonl":
-    from curation.steps.text.read import JsonlReader
+    from curation.steps.text.readers.read import JsonlReader
     reader = JsonlReader(path, text_field="text", id_field=None, metadata_fields=[], shard_label=path.name,
                          source="s", sink=QuarantineSink())
 else:
-    from curation.steps.text.web_read import WarcReader
+    from curation.steps.text.readers.web_read import WarcReader
     reader = WarcReader(path, shard_label=path.name, source="s", sink=QuarantineSink())
 n = sum(1 for _ in reader.run())
 print(json.dumps({"records": n, "quarantined": dict(reader.stats.quarantined),
@@ -51,7 +51,7 @@ def _growth(kind: str, path: Path, tmp_path: Path) -> tuple[dict, int]:
     if kind == "jsonl":
         small.write_text('{"text": "one small line"}\n')
     else:
-        from tests.steps.text.web_pages import crawl
+        from tests.steps.text.readers.web_pages import crawl
         crawl(small, gz=False)
     base = _peak(kind, small)
     result = _peak(kind, path)
@@ -94,7 +94,7 @@ def test_a_1_gb_gzip_bomb_is_refused_not_expanded(tmp_path):
 def test_a_warc_record_inflating_to_1_gb_is_refused(tmp_path):
     from warcio.warcwriter import WARCWriter
 
-    from tests.steps.text.web_pages import article, response
+    from tests.steps.text.readers.web_pages import article, response
     size = 1 << 30
     head = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:bomb>\r\nWARC-Target-URI: https://x.example/"
             b"\r\nWARC-Date: 2024-01-01T00:00:00Z\r\nContent-Type: application/http; msgtype=response\r\n"

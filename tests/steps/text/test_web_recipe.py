@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from curation.recipe.schema import Source
-from curation.steps.text.inputs import Limits, limits_for
+from curation.steps.text.readers.inputs import Limits, limits_for
 
 
 def source(**inp) -> Source:

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import VOCAB
-from tests.steps.text.test_html import _pages_tar
-from tests.steps.text.web_pages import CRAWL_DOCUMENTS, CRAWL_DROPS, crawl
+from tests.steps.text.readers.test_html import _pages_tar
+from tests.steps.text.readers.web_pages import CRAWL_DOCUMENTS, CRAWL_DROPS, crawl
 
 
 @pytest.mark.slow
