@@ -130,9 +130,10 @@ def bits_and_bytes(trainer, prefix: Path, documents: list[int], tokenizer) -> tu
 
 def _languages(recipe, ab) -> dict[str, str]:
     """The bits-per-byte suite (language) of each held-out set: its `language`, else its source's."""
-    from curation.recipe.schema import declared_languages
+    from curation.recipe.filters import declared_languages
     sources = {s.name: s for s in recipe.sources}
-    return {h.name: h.language or declared_languages(sources[h.source])[0] for h in ab.heldout}
+    return {h.name: h.language or declared_languages(sources[h.source].filters, len(sources[h.source].filters))[0]
+            for h in ab.heldout}
 
 
 def signals(recipe, ab) -> list[dict]:

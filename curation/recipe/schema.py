@@ -57,13 +57,13 @@ from curation.recipe.modalities import (  # noqa: F401
 from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
-    ChoiceSet,
     HeldOut,
     LongContext,
     MixtureEntry,
     Stage,
     Trainer,
     check_extension_steps,
+    check_heldout_languages,
     check_trainers,
     default_trainers,
 )
@@ -74,15 +74,6 @@ class Normalize(Strict):
     """Unicode normalisation applied before any filter."""
     nfc: bool = True
     ftfy: bool = True
-
-
-def declared_languages(source: Source, before: int | None = None) -> list[str] | None:
-    """The languages a source's documents can have: those its `language` filter keeps (the first one among
-    `filters[:before]`), or None when no such filter declares them (then nothing is known in advance)."""
-    for f in source.filters[:before]:
-        if f.type == "language":
-            return list(f.languages)
-    return None
 
 
 class Source(Strict):
@@ -409,13 +400,7 @@ class Recipe(Strict):
                     raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
             if unknown := sorted({h.source for h in ab.heldout} - names):
                 raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
-            by_name = {s.name: s for s in self.sources}
-            for h in ab.heldout:
-                langs = declared_languages(by_name[h.source])
-                if h.language is None and (langs is None or len(langs) != 1):
-                    raise ValueError(f"ablation.heldout {h.name!r}: give `language:` (source {h.source!r} declares "
-                                     f"{'no language filter' if langs is None else f'languages {langs}'}, so its "
-                                     f"bits-per-byte suite is not known)")
+            check_heldout_languages(ab, self.sources)
         if unknown := sorted(set(self.transparency.sources) - names):
             raise ValueError(f"transparency.sources names unknown source(s) {unknown}; sources: {sorted(names)}")
         check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources

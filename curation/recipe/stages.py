@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
+from curation.recipe.filters import declared_languages
 from curation.recipe.limits import (
     MAX_EPOCHS,
     MAX_SEED,
@@ -335,3 +336,15 @@ class Ablation(Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"ablation held-out and choice set names must be unique, got {names}")
         return self
+
+
+def check_heldout_languages(ab: Ablation, sources: list) -> None:
+    """Each held-out set belongs to one language's bits-per-byte suite: its `language`, else the one
+    language its source's `language` filters declare; refuse a set whose language is not known."""
+    by_name = {s.name: s for s in sources}
+    for h in ab.heldout:
+        langs = declared_languages(by_name[h.source].filters, len(by_name[h.source].filters))
+        if h.language is None and (langs is None or len(langs) != 1):
+            raise ValueError(f"ablation.heldout {h.name!r}: give `language:` (source {h.source!r} declares "
+                             f"{'no language filter' if langs is None else f'languages {langs}'}, so its "
+                             f"bits-per-byte suite is not known)")

@@ -203,3 +203,23 @@ def test_quick_look_overrides_are_validated_as_the_recipe_is():
         quick_look(ab, checkpoint_tokens=1000)
     with pytest.raises(UsageError, match="--choice-limit 0"):
         quick_look(ab, choice_limit=0)
+
+
+def test_a_heldout_set_needs_a_known_language():
+    """Its bits-per-byte suite: `language:`, else the one language its source's language filters keep."""
+    from types import SimpleNamespace
+
+    from curation.recipe.filters import LanguageFilter
+    from curation.recipe.stages import check_heldout_languages
+    one = SimpleNamespace(name="x", filters=[LanguageFilter(type="language", languages=["de"])])
+    two = SimpleNamespace(name="x", filters=[LanguageFilter(type="language", languages=["de", "en"])])
+    bare = SimpleNamespace(name="x", filters=[])
+    ab = Ablation(stage="s", candidates={"a": {"x": {"weight": 1}}, "b": {"x": {"weight": 2}}},
+                  heldout=[{"name": "h", "source": "x"}])
+    check_heldout_languages(ab, [one])
+    with pytest.raises(ValueError, match=r"'h': give `language:` \(source 'x' declares languages \['de', 'en'\]"):
+        check_heldout_languages(ab, [two])
+    with pytest.raises(ValueError, match="declares no language filter"):
+        check_heldout_languages(ab, [bare])
+    named = ab.model_copy(update={"heldout": [ab.heldout[0].model_copy(update={"language": "en"})]})
+    check_heldout_languages(named, [bare])
