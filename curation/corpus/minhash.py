@@ -5,11 +5,14 @@
                                shuffle by band hash: a task holds 1/parts
                                of one band column): documents sharing a
                                bucket become edges to the bucket's first   → edges/<b>-<p>.npy
-    clusters                   connected components over the documents
-                               that have an edge (memory follows the
-                               duplicates, not the corpus); one survivor
-                               per component is kept                       → drops/, duplicates.parquet,
+    cc_scatter, cc_round,      connected components over the documents
+    cc_settle, cc_resolve      that have an edge, in `partitions` hash
+                               partitions of the documents (each task holds
+                               about 1/parts of the edges); one survivor
+                               per component is kept                       → work/minhash/cc/
+    clusters                   the resolved parts, assembled               → drops/, duplicates.parquet,
                                                                              clusters.parquet, params.json
+    (`curation.corpus.minhash_cc`)
 
 Global index = position in canonical order (recipe source order, shard, row). Survivor rules
 (`dedup.minhash.keep`): `earliest` keeps the component's minimum ("earliest source priority, then
@@ -31,12 +34,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_json, atomic_write_parquet, save_array
-from curation.core.graph import CLUSTER_COLUMNS, cluster_row, clustered_roots
+from curation.core.atomic import save_array
+from curation.core.graph import CLUSTER_COLUMNS
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.minhash_cc import (
+    CC_ROUNDS,
+    corpus_shards,
+    highest_quality,  # noqa: F401 (the survivor rule, tested through this module)
+    run_clusters,
+    run_resolve,
+    run_round,
+    run_scatter,
+    run_settle,
+)
 from curation.corpus.stream import column_batches
 from curation.errors import RecipeError
 from curation.steps.text.minhash import (
@@ -46,9 +59,6 @@ from curation.steps.text.minhash import (
     permutations,
     signatures_batch,
 )
-
-CLUSTER_SCHEMA = pa.schema(CLUSTER_COLUMNS)
-DUPLICATES = pa.schema([("source", pa.string()), ("shard", pa.string()), ("id", pa.string()), ("cluster", pa.string())])
 
 
 def run_signatures(out: Path, node: Node) -> dict:
@@ -70,12 +80,6 @@ def run_signatures(out: Path, node: Node) -> dict:
     sig = sig_path(out, node.source, node.shard)
     save_array(sig, keys)
     return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
-
-
-def corpus_shards(out: Path, shards: list[tuple[str, str]], index: list[list[str]]) -> list[tuple[Path, str, str]]:
-    """(run folder, source, shard) in global order: the index runs' shards first, then this run's."""
-    return [(Path(root), source, shard) for root, source, shard in index] + \
-        [(out, source, shard) for source, shard in shards]
 
 
 def _band_partition(entries: list[tuple[Path, str, str]], band: int, part: int,
@@ -124,88 +128,6 @@ def run_band(out: Path, node: Node) -> dict:
     path = edges_path(out, band, part)
     save_array(path, edges)
     return {"edges": int(edges.shape[0]), "keys": int(keys.size), "outputs": [str(path.relative_to(out))]}
-
-
-def _names(entries, n_index: int, offsets: np.ndarray, nodes: np.ndarray) -> dict[int, tuple[str, str, str]]:
-    """Global index -> (source label, shard, id) for the given nodes, reading ids one shard at a time."""
-    owner = np.searchsorted(offsets, nodes, side="right") - 1
-    names = {}
-    for e in np.unique(owner):
-        root_dir, source, shard = entries[e]
-        col = pq.read_table(processed_path(root_dir, source, shard), columns=["id"]).column("id")
-        label = source if e >= n_index else f"index:{source}"
-        for g in nodes[owner == e].tolist():
-            names[g] = (label, shard, col[g - int(offsets[e])].as_py())
-    return names
-
-
-def _scores(entries, n_index: int, offsets: np.ndarray, nodes: np.ndarray, field: str) -> np.ndarray:
-    """`meta[field]` of the given nodes of this run (earlier runs' documents: -inf, they are never
-    removed), reading the `meta` column one shard at a time."""
-    owner = np.searchsorted(offsets, nodes, side="right") - 1
-    scores = np.full(nodes.size, -np.inf)
-    for e in np.unique(owner[owner >= n_index]).tolist():
-        root_dir, source, shard = entries[e]
-        col = pq.read_table(processed_path(root_dir, source, shard), columns=["meta"]).column("meta")
-        for j in np.flatnonzero(owner == e).tolist():
-            row = int(nodes[j] - offsets[e])
-            v = json.loads(col[row].as_py() or "{}").get(field)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-                raise RecipeError(f"dedup.minhash.keep: highest_quality: document {row} of source {source!r} "
-                                  f"(shard {shard}) has no numeric meta[{field!r}] (got {v!r}); score every text "
-                                  f"source with a `quality` step writing {field!r}")
-            scores[j] = float(v)
-    return scores
-
-
-def highest_quality(roots: np.ndarray, nodes: np.ndarray, scores: np.ndarray, indexed: int) -> np.ndarray:
-    """The survivor of each node's component: the highest score, then the smallest global index (earliest
-    source, shard, row); a component holding an earlier run's document keeps that one (its minimum)."""
-    order = np.lexsort((nodes, -scores, roots))            # by component, best first
-    first = np.r_[True, roots[order][1:] != roots[order][:-1]]
-    best = dict(zip(roots[order][first].tolist(), nodes[order][first].tolist()))
-    return np.array([r if r < indexed else best[r] for r in roots.tolist()], dtype=np.int64)
-
-
-def run_clusters(out: Path, node: Node, phase: MinHashPhase) -> dict:
-    spec = node.spec
-    shards = [tuple(s) for s in spec["shards"]]
-    entries = corpus_shards(out, shards, spec["index"])
-    sizes = [np.load(sig_path(root, source, shard), mmap_mode="r").shape[0] for root, source, shard in entries]
-    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-    n_index = len(spec["index"])
-    indexed = int(offsets[n_index])  # earlier runs' documents come first: never removed, only matched against
-    edges = [np.load(edges_path(out, b, p)) for b in range(spec["bands"]) for p in range(spec["partitions"])]
-    all_edges = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
-    nodes, roots = clustered_roots(all_edges)
-    kept = roots
-    if spec["cfg"]["keep"] == "highest_quality":
-        kept = highest_quality(roots, nodes, _scores(entries, n_index, offsets, nodes, spec["cfg"]["score_field"]),
-                               indexed)
-    removed = (nodes != kept) & (nodes >= indexed)
-    keep = np.isin(roots, roots[removed])  # clusters with at least one document of this run removed
-    nodes, roots, kept, removed = nodes[keep], roots[keep], kept[keep], removed[keep]
-    names = _names(entries, n_index, offsets, nodes)
-
-    def name(g: int) -> str:
-        return f"{names[g][0]}/{names[g][2]}"
-
-    dup_rows = [{"source": names[g][0], "shard": names[g][1], "id": names[g][2], "cluster": name(k)}
-                for g, k in zip(nodes[removed].tolist(), kept[removed].tolist())]
-    members: dict[int, tuple[int, list[int]]] = {}   # component minimum -> (survivor, members ascending)
-    for g, r, k in zip(nodes.tolist(), roots.tolist(), kept.tolist()):
-        members.setdefault(r, (k, []))[1].append(g)
-    labels = {g: (source, rid) for g, (source, _, rid) in names.items()}
-    cluster_rows = [cluster_row(labels, k, m) for _, (k, m) in sorted(members.items())]
-    base = work_dir(out, "minhash")
-    atomic_write_parquet(base / "duplicates.parquet", pa.Table.from_pylist(dup_rows, schema=DUPLICATES))
-    atomic_write_parquet(base / "clusters.parquet", pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
-    params = {k: spec["cfg"][k] for k in ("ngram", "seed", "language")} | {"bands": spec["bands"], "rows": spec["rows"]}
-    atomic_write_json(base / "params.json", params)
-    drops = phase.write_drops(out, shards, [r | {"reason": "near_duplicate", "detail": r["cluster"]} for r in dup_rows])
-    return {"duplicates": len(dup_rows), "clusters": len(cluster_rows), "edges": int(all_edges.shape[0]),
-            "indexed": indexed, "outputs": ["work/minhash/duplicates.parquet", "work/minhash/clusters.parquet",
-                                             "work/minhash/params.json", *drops]}
 
 
 def index_shards(loaded, cfg, bands: int, rows: int) -> list[list[str]]:
@@ -258,18 +180,49 @@ class MinHashPhase(CorpusPhase):
             {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions, "scope": cfg.scope,
              "sigs": sigs}), deps=[n.key for n in signatures], spec={**band_spec, "band": b, "part": p})
                  for b in range(n_bands) for p in range(cfg.partitions)]
+        stages = [signatures, bands, *self.plan_clusters(cfg, band_spec, bands, signatures, process)]
+        return stages
+
+    @staticmethod
+    def plan_clusters(cfg, band_spec: dict, bands: list[Node], signatures: list[Node],
+                      process: list[Node]) -> list[list[Node]]:
+        """The clustering stages (`curation.corpus.minhash_cc`): scatter, CC_ROUNDS rounds and a settle task
+        over `partitions` hash partitions, one resolve task per global-index range, then `clusters`."""
+        parts = cfg.partitions
         survivor = {} if cfg.keep == "earliest" else {"keep": cfg.keep, "score_field": cfg.score_field}
-        clusters = Node("clusters", None, None, fingerprint(
-            {"v": CODE_EPOCH, "phase": "clusters", "bands": [n.fingerprint for n in bands], **survivor}),
-            deps=[n.key for n in bands + signatures + process], spec=band_spec)   # edges, sizes, ids and scores
-        return [signatures, bands, [clusters]]
+        fp = lambda what: fingerprint({"v": CODE_EPOCH, **what})  # noqa: E731
+        bands_fp = [n.fingerprint for n in bands]
+        scatter = [Node("cc_scatter", None, f"{q:03d}", fp({"phase": "cc_scatter", "part": q, "parts": parts,
+                                                           "bands": bands_fp}),
+                        deps=[n.key for n in bands], spec={**band_spec, "part": q}) for q in range(parts)]
+        rounds, prev = [], scatter
+        for r in range(1, CC_ROUNDS + 1):   # a round reads every partition's previous round and its own edges
+            prev = [Node("cc_round", None, f"{r:03d}-{q:03d}", fp({"phase": "cc_round", "round": r, "part": q,
+                                                                    "prev": [n.fingerprint for n in prev],
+                                                                    "edges": scatter[q].fingerprint}),
+                         deps=sorted({n.key for n in prev} | {scatter[q].key}),
+                         spec={"round": r, "part": q, "partitions": parts}) for q in range(parts)]
+            rounds.append(prev)
+        settle = Node("cc_settle", None, None, fp({"phase": "cc_settle", "rounds": [n.fingerprint for n in prev]}),
+                      deps=[n.key for n in prev + scatter], spec={"rounds": CC_ROUNDS, "partitions": parts})
+        resolve = [Node("cc_resolve", None, f"{q:03d}", fp({"phase": "cc_resolve", "part": q,
+                                                           "settle": settle.fingerprint, **survivor}),
+                        deps=[n.key for n in [settle, *prev, *signatures, *process]],   # labels, sizes, ids, scores
+                        spec={**band_spec, "part": q}) for q in range(parts)]
+        # what it writes is a function of the band edges and the survivor rule alone, however many partitions
+        # cluster them, so its fingerprint covers exactly those (as when one task clustered every edge)
+        clusters = Node("clusters", None, None, fp({"phase": "clusters", "bands": bands_fp, **survivor}),
+                        deps=[n.key for n in resolve], spec=band_spec)
+        return [scatter, *rounds, [settle], resolve, [clusters]]
 
     def node_count(self, recipe, files: dict[str, int]) -> int:
-        cfg = recipe.dedup.minhash   # signatures per shard, bands × partitions, one clustering
-        return self.covered_files(recipe, files) + cfg.lsh()[0] * cfg.partitions + 1
+        cfg = recipe.dedup.minhash   # signatures per shard, bands × partitions, then per partition a scatter,
+        parts = cfg.partitions       # CC_ROUNDS rounds and a resolve, plus the settle and clusters tasks
+        return self.covered_files(recipe, files) + cfg.lsh()[0] * parts + parts * (CC_ROUNDS + 2) + 2
 
     def runners(self):
-        return {"signatures": run_signatures, "band": run_band,
+        return {"signatures": run_signatures, "band": run_band, "cc_scatter": run_scatter, "cc_round": run_round,
+                "cc_settle": run_settle, "cc_resolve": run_resolve,
                 "clusters": lambda out, node: run_clusters(out, node, self)}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
@@ -283,5 +236,7 @@ class MinHashPhase(CorpusPhase):
         b, rows = nodes[-1].spec["bands"], nodes[-1].spec["rows"]
         n_sig = sum(n.phase == "signatures" for n in nodes)
         n_band = sum(n.phase == "band" for n in nodes)
+        n_cc = sum(n.phase.startswith("cc_") for n in nodes)
         return (f"MinHash {cfg['ngram']}-grams, {b} bands × {rows} rows, {cfg['scope']}: {n_sig} signature tasks → "
-                f"{n_band} band tasks → clusters (keep {cfg['keep']}) {nodes[-1].fingerprint}")
+                f"{n_band} band tasks → {n_cc} partitioned clustering tasks → clusters (keep {cfg['keep']}) "
+                f"{nodes[-1].fingerprint}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
 from curation.recipe.compliance import (  # part of the schema
@@ -62,8 +62,8 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     MixtureEntry,
     Stage,
     Trainer,
+    check_ablation,
     check_extension_steps,
-    check_heldout_languages,
     check_trainers,
     default_trainers,
 )
@@ -329,7 +329,8 @@ class Recipe(Strict):
     handoff: Literal["packed", "blend"] = "packed"
     # the trainer formats every stage that sets none (`Stage.trainers`) is written in: megatron (always), and
     # e.g. olmo_core (token-id arrays and a NumpyFSLDatasetConfig per stage, `curation.mixture.olmo_core`)
-    trainers: list[Trainer] = Field(default_factory=default_trainers, min_length=1)
+    trainers: Annotated[list[Trainer], AfterValidator(check_trainers)] = Field(default_factory=default_trainers,
+                                                                               min_length=1)
     # how often a task lost with its worker or node (a killed or preempted machine) is run again; a task that
     # raises is never retried. How a run executes, not what it writes: in no fingerprint (`curate run --retries`)
     task_retries: int = Field(default=3, ge=0, le=100, exclude=True)
@@ -349,12 +350,6 @@ class Recipe(Strict):
                 raise ValueError(f"source name {s.name!r} appears twice; names must be unique")
             seen.add(s.name)
         return sources
-
-    @field_validator("trainers")
-    @classmethod
-    def _trainers(cls, names: list[Trainer]) -> list[Trainer]:
-        check_trainers(names)
-        return names
 
     @field_validator("stages")
     @classmethod
@@ -389,18 +384,8 @@ class Recipe(Strict):
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
                 raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
         check_extension_steps(self.stages)
-        ab = self.ablation
-        if ab is not None:
-            stage = next((st for st in self.stages if st.name == ab.stage), None)
-            if stage is None or stage.packed_selection or stage.budget_tokens is None:
-                raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
-                                 f"long_context; stages: {[st.name for st in self.stages]}")
-            for cand, mixture in ab.candidates.items():
-                if unknown := sorted(set(mixture) - names):
-                    raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
-            if unknown := sorted({h.source for h in ab.heldout} - names):
-                raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
-            check_heldout_languages(ab, self.sources)
+        if self.ablation is not None:
+            check_ablation(self.ablation, self.stages, self.sources)
         if unknown := sorted(set(self.transparency.sources) - names):
             raise ValueError(f"transparency.sources names unknown source(s) {unknown}; sources: {sorted(names)}")
         check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources

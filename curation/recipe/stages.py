@@ -338,6 +338,22 @@ class Ablation(Strict):
         return self
 
 
+def check_ablation(ab: Ablation, stages: list, sources: list) -> None:
+    """The recipe-wide checks of `ablation:`: its stage blends by budget, its candidates and held-out sets
+    name known sources, and every held-out set's language is known."""
+    names = {s.name for s in sources}
+    stage = next((st for st in stages if st.name == ab.stage), None)
+    if stage is None or stage.packed_selection or stage.budget_tokens is None:
+        raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
+                         f"long_context; stages: {[st.name for st in stages]}")
+    for cand, mixture in ab.candidates.items():
+        if unknown := sorted(set(mixture) - names):
+            raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
+    if unknown := sorted({h.source for h in ab.heldout} - names):
+        raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+    check_heldout_languages(ab, sources)
+
+
 def check_heldout_languages(ab: Ablation, sources: list) -> None:
     """Each held-out set belongs to one language's bits-per-byte suite: its `language`, else the one
     language its source's `language` filters declare; refuse a set whose language is not known."""

@@ -154,7 +154,7 @@ def test_an_unset_extension_stays_out_of_the_recipe_fingerprint():
     stepped = Recipe.model_validate(_recipe([COOL, _step()]))
     assert "extension" in _fingerprinted(stepped)["stages"][1]
     from curation.mixture.manifests import stage_fingerprint
-    settings = plain.stages[0].model_dump(mode="json", exclude={"handoff", "reasoning", "extension"})
+    settings = plain.stages[0].model_dump(mode="json", exclude={"handoff", "trainers", "reasoning", "extension"})
     from curation.core.hashing import fingerprint
     assert stage_fingerprint(plain.stages[0], []) == fingerprint({"stage": settings, "sources": []})
 

@@ -18,7 +18,11 @@ def test_every_read_is_a_dep():
         assert set(t.deps) == {f"process/{t.source}/{t.shard}", *final}, t.key
     exact = by_phase["exact"][0]                       # the duplicates' ids, from the processed shards
     assert process <= set(exact.deps)
-    clusters = by_phase["clusters"][0]                 # edges, signature sizes, ids and scores
-    assert {n.key for n in by_phase["band"] + by_phase["signatures"]} | process <= set(clusters.deps)
+    for scatter in by_phase["cc_scatter"]:              # the band edges
+        assert {n.key for n in by_phase["band"]} <= set(scatter.deps)
+    for part in by_phase["cc_resolve"]:                 # final labels, signature sizes, ids and scores
+        assert {n.key for n in by_phase["cc_settle"] + by_phase["signatures"]} | process <= set(part.deps)
+    clusters = by_phase["clusters"][0]                 # the resolved parts
+    assert {n.key for n in by_phase["cc_resolve"]} <= set(clusters.deps)
     resolve = by_phase["decont_resolve"][0]            # flags, the benchmark items, document counts
     assert {n.key for n in by_phase["decont"] + by_phase["decont_index"]} | process <= set(resolve.deps)

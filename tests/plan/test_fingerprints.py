@@ -70,7 +70,7 @@ def test_mixture_only_changes_recompute_nothing(tmp_path):
     edited["stages"][1]["goldfish"] = {"k": 40, "h": 30}
     edited["ablation"]["steps"] = 10
     after = nodes(edited, tmp_path)
-    assert len(before) == 78 and changed(before, after) == set()
+    assert len(before) == 83 and changed(before, after) == set()
 
 
 def test_a_tokenize_setting_of_one_source_reaches_no_other_source(tmp_path):
@@ -91,7 +91,8 @@ def test_a_minhash_setting_re_tokenizes_only_text_sources(tmp_path):
     moved = changed(before, nodes(edited, tmp_path))
     stages = {k.split("/")[0] for k in moved}
     # the selection ranks what near-dedup left, so it is recomputed too
-    assert stages == {"signatures", "band", "clusters", "select_scores", "select_resolve", "tokenize", "merge"}
+    assert stages == {"signatures", "band", "cc_scatter", "cc_round", "cc_settle", "cc_resolve", "clusters",
+                      "select_scores", "select_resolve", "tokenize", "merge"}
     assert {k for k in moved if k.startswith(("tokenize/", "merge/"))} == \
         {k for k in before if k.startswith(("tokenize/web_en", "merge/web_en"))}
 

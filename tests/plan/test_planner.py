@@ -18,11 +18,13 @@ from tests.conftest import REPO, TEXT_DEMO, english_doc, make_recipe, write_json
 def test_the_demo_runs_the_phase_table_in_order():
     plan = load_plan(TEXT_DEMO)
     assert [s.name for s in plan.stages] == ["process", "exact_keys", "exact_part", "exact", "signatures", "band",
-                                             "clusters", "decont_index", "decont", "decont_resolve", "select_scores",
+                                             "cc_scatter", "cc_round", "cc_round", "cc_settle",
+                                             "cc_resolve", "clusters", "decont_index", "decont", "decont_resolve", "select_scores",
                                              "select_resolve", "tokenize", "merge"]
     assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont", "select"]
-    # 8 shards: exact dedup has keys per shard and one hash range per shard (at most 1024)
-    assert len(plan.nodes()) == 78 and len({n.key for n in plan.nodes()}) == 78
+    # 8 shards: exact dedup has keys per shard and one hash range per shard (at most 1024); MinHash clustering
+    # has one partition: a scatter, 2 rounds, the settle, one resolve and the clusters task
+    assert len(plan.nodes()) == 83 and len({n.key for n in plan.nodes()}) == 83
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
