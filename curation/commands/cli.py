@@ -160,13 +160,16 @@ def _cmd_ablate(a) -> int:
     from curation.core.outloc import is_remote, parse_out
     if is_remote(parse_out(a.out)):
         raise UsageError(f"--out {a.out}: curate ablate trains on its run's shards in place; give a local folder")
-    summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps)
-    sets = [h["name"] for h in summary["heldout"]]
-    _print_table(["rank", "candidate", *[f"{s} bits/byte" for s in sets], "average rank", "mean bits/byte"],
-                 [[i, r["candidate"], *[f"{r['bpb'][s]:.4f}" for s in sets], f"{r['average_rank']:.2f}",
-                   f"{r['mean_bpb']:.4f}"]
-                  for i, r in enumerate(summary["candidates"], start=1)])
-    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'}")
+    summary = ablate(a.recipe, a.out, workers=a.workers, steps=a.steps, checkpoint_tokens=a.checkpoint_tokens,
+                     choice_limit=a.choice_limit)
+    from curation.report.ablation import caption, terminal_rows
+    head, rows = terminal_rows(summary)
+    _print_table(head, rows)
+    print(caption(summary).replace("Best values in bold, second-best underlined.", "Best values *, second-best +."))
+    print("average rank per checkpoint: " + "; ".join(
+        f"{cp['tokens']:,} tokens " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(cp["average_rank"].items()))
+        for cp in summary["checkpoints"]))
+    print(f"report: {Path(a.out) / 'ablation' / 'ablation.html'} (table: ablation.md, curve: rank_curve.png)")
     return 0
 
 
@@ -309,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="out", help="output folder of the recipe's run (default: ./out)")
     s.add_argument("--workers", type=int, default=None)
     s.add_argument("--steps", type=int, default=None, help="training steps per candidate (default: the recipe's)")
+    s.add_argument("--checkpoint-tokens", type=int, default=None, metavar="N",
+                   help="measure every N training tokens, a whole number of steps (default: the recipe's "
+                        "ablation.checkpoint_tokens); the last step is always measured")
+    s.add_argument("--choice-limit", type=int, default=None, metavar="N",
+                   help="score only the first N items of each choice set (a quick look; ablation.json records it)")
     s.set_defaults(fn=_cmd_ablate)
 
     codec = sub.add_parser("codec", help="image and audio codec tools").add_subparsers(dest="ccmd", required=True)

@@ -144,3 +144,13 @@ FilterConfig = Annotated[
     | FineWebQualityFilter | LanguageFilter | QualityScore | Toxicity,
     Field(discriminator="type"),
 ]
+
+
+def declared_languages(filters: list, upto: int) -> list[str] | None:
+    """The languages a source's records can have when they reach filter `upto`: those of the last
+    `language` filter before it (each narrows the set), or None when no filter declares them."""
+    langs = None
+    for f in filters[:upto]:
+        if getattr(f, "type", None) == "language":
+            langs = list(f.languages) if langs is None else [x for x in langs if x in f.languages]
+    return langs

@@ -62,6 +62,7 @@ from curation.recipe.stages import (  # noqa: F401 - part of the schema
     MixtureEntry,
     Stage,
     Trainer,
+    check_ablation,
     check_extension_steps,
     check_trainers,
     default_trainers,
@@ -382,17 +383,8 @@ class Recipe(Strict):
             if weighted and st.budget_tokens is None and (st.mixture is not None or st.category_targets):
                 raise ValueError(f"stage {st.name!r} blends by weight, so it needs budget_tokens")
         check_extension_steps(self.stages)
-        ab = self.ablation
-        if ab is not None:
-            stage = next((st for st in self.stages if st.name == ab.stage), None)
-            if stage is None or stage.packed_selection or stage.budget_tokens is None:
-                raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
-                                 f"long_context; stages: {[st.name for st in self.stages]}")
-            for cand, mixture in ab.candidates.items():
-                if unknown := sorted(set(mixture) - names):
-                    raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
-            if unknown := sorted({h.source for h in ab.heldout} - names):
-                raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+        if self.ablation is not None:
+            check_ablation(self.ablation, self.stages, self.sources)
         if unknown := sorted(set(self.transparency.sources) - names):
             raise ValueError(f"transparency.sources names unknown source(s) {unknown}; sources: {sorted(names)}")
         check_scores(self)   # select and dedup.minhash.keep: highest_quality need scored sources

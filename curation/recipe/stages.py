@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from curation.recipe.base import NAME_PATTERN, Strict
+from curation.recipe.filters import declared_languages
 from curation.recipe.limits import (
     MAX_EPOCHS,
     MAX_SEED,
@@ -274,20 +275,92 @@ def check_extension_steps(stages: list[Stage]) -> None:
 
 class HeldOut(Strict):
     """A held-out evaluation set for `curate ablate`: `documents` documents of `source`, chosen by seed and
-    kept out of every candidate's training plan; scored in bits per byte."""
+    kept out of every candidate's training plan; scored in bits per byte. `language` puts it into that
+    language's bits-per-byte suite (null: the one language of the source's `language` filter)."""
     name: str = Field(pattern=NAME_PATTERN)
     source: str
     documents: int = Field(default=8, ge=1, le=100_000)
+    language: str | None = Field(default=None, pattern=r"^[a-z]{2,3}$")
+
+
+class ChoiceSet(Strict):
+    """A held-out multiple-choice set for `curate ablate`, scored by normalized rank-choice accuracy: each
+    choice's summed log-likelihood after `template` (filled with the item's `question`), divided by the
+    choice's length (`normalize`: `chars`, lm-eval's acc_norm, or `bytes`, its UTF-8 bytes); the item counts
+    as right when the correct choice scores highest. `format`: `arc` (AI2 ARC rows: question,
+    choices{text,label}, answerKey), `mmlu` (question, choices, answer index) or `choices` (question,
+    choices, answer index; the shipped German set). `path` is relative to the recipe's folder; `limit`
+    takes the first that many items."""
+    name: str = Field(pattern=NAME_PATTERN)
+    path: str
+    language: str = Field(pattern=r"^[a-z]{2,3}$")
+    format: Literal["arc", "mmlu", "choices"] = "choices"
+    template: str = "Question: {question}\nAnswer:"
+    normalize: Literal["chars", "bytes"] = "chars"
+    limit: int | None = Field(default=None, ge=1, le=1_000_000)
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, t: str) -> str:
+        if "{question}" not in t:
+            raise ValueError(f"template {t!r} must contain {{question}}")
+        return t
 
 
 class Ablation(Strict):
     """Proxy-model mixture ablation (Soofi S Appendix C): each candidate replaces `stage`'s mixture; all
-    train the same model for the same steps from the same seed and are ranked by their average rank
-    over the held-out sets' bits per byte."""
+    train the same model for the same steps from the same seed. The signals are suite-level, per language:
+    bits per byte over the language's held-out sets (lower is better) and normalized rank-choice accuracy
+    over its `choice_sets` (higher is better). At every checkpoint (each `checkpoint_tokens` training
+    tokens, and the last step) the candidates are ranked per signal and each gets its average rank; the
+    terminal average rank (at the last checkpoint only) orders them. `checkpoint_tokens: null` evaluates
+    the last step only; otherwise it must be a whole number of steps (batch_size x seq_length tokens each)."""
     stage: str
     candidates: dict[str, dict[str, MixtureEntry]] = Field(min_length=2)
     heldout: list[HeldOut] = Field(min_length=1)
+    choice_sets: list[ChoiceSet] = []
+    checkpoint_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     steps: int = Field(default=60, ge=1, le=1_000_000)
     batch_size: int = Field(default=4, ge=1, le=4096)
     seq_length: int = Field(default=256, ge=16, le=65536)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
+
+    @model_validator(mode="after")
+    def _checkpoints(self):
+        per_step = self.batch_size * self.seq_length
+        if self.checkpoint_tokens is not None and self.checkpoint_tokens % per_step:
+            raise ValueError(f"ablation.checkpoint_tokens {self.checkpoint_tokens} is not a whole number of steps "
+                             f"of {per_step} tokens (batch_size {self.batch_size} x seq_length {self.seq_length}); "
+                             f"give a multiple of {per_step}")
+        names = [h.name for h in self.heldout] + [c.name for c in self.choice_sets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ablation held-out and choice set names must be unique, got {names}")
+        return self
+
+
+def check_ablation(ab: Ablation, stages: list, sources: list) -> None:
+    """The recipe-wide checks of `ablation:`: its stage blends by budget, its candidates and held-out sets
+    name known sources, and every held-out set's language is known."""
+    names = {s.name for s in sources}
+    stage = next((st for st in stages if st.name == ab.stage), None)
+    if stage is None or stage.packed_selection or stage.budget_tokens is None:
+        raise ValueError(f"ablation.stage {ab.stage!r} must name a stage with budget_tokens and no "
+                         f"long_context; stages: {[st.name for st in stages]}")
+    for cand, mixture in ab.candidates.items():
+        if unknown := sorted(set(mixture) - names):
+            raise ValueError(f"ablation candidate {cand!r} mixes unknown source(s) {unknown}")
+    if unknown := sorted({h.source for h in ab.heldout} - names):
+        raise ValueError(f"ablation.heldout names unknown source(s) {unknown}")
+    check_heldout_languages(ab, sources)
+
+
+def check_heldout_languages(ab: Ablation, sources: list) -> None:
+    """Each held-out set belongs to one language's bits-per-byte suite: its `language`, else the one
+    language its source's `language` filters declare; refuse a set whose language is not known."""
+    by_name = {s.name: s for s in sources}
+    for h in ab.heldout:
+        langs = declared_languages(by_name[h.source].filters, len(by_name[h.source].filters))
+        if h.language is None and (langs is None or len(langs) != 1):
+            raise ValueError(f"ablation.heldout {h.name!r}: give `language:` (source {h.source!r} declares "
+                             f"{'no language filter' if langs is None else f'languages {langs}'}, so its "
+                             f"bits-per-byte suite is not known)")

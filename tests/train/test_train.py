@@ -161,30 +161,92 @@ def test_trains_on_audio_shards_with_a_head_over_the_codes_used(audio_run, tmp_p
 
 
 @pytest.mark.slow
-def test_ablate_ranks_the_demo_candidates(text_run, tmp_path):
-    """Same seed and steps for every candidate, held-out documents withheld from all, ranks by bits/byte."""
-    from curation.commands.ablate import ablate
+def test_ablate_ranks_the_demo_candidates(text_run, tmp_path, capsys, monkeypatch):
+    """`curate ablate` end to end on the text demo: same seed and steps for every candidate, held-out
+    documents withheld from all, four suite-level signals (EN/DE bits per byte, lower-better; EN/DE
+    normalized rank-choice accuracy, higher-better) at each checkpoint of the learning curve, the
+    terminal average rank from the last checkpoint only, the Table 13 table and the rank curve. A short
+    curve (4 steps, a checkpoint every 2,048 tokens, 10 items per choice set) keeps it to minutes."""
+    from curation.commands import ablate as ablate_module
+    from curation.commands.cli import main
+    from curation.mixture.ranks import average_ranks
     from curation.train.model import ModelConfig
     out = tmp_path / "demo"
     shutil.copytree(text_run.out, out, symlinks=True)
-    summary = ablate(REPO / "recipes" / "text.yaml", out, model_cfg=ModelConfig.tiny(**TINY), steps=3, workers=1,
-                     log=None)
+    real = ablate_module.ablate   # the CLI with the test's tiny model (the recipe's proxy is the default tiny)
+    monkeypatch.setattr(ablate_module, "ablate", lambda *a, **k: real(*a, **{**k, "model_cfg": ModelConfig.tiny(**TINY)}))
+    assert main(["ablate", str(REPO / "recipes" / "text.yaml"), "--out", str(out), "--steps", "4",
+                 "--checkpoint-tokens", "2048", "--choice-limit", "10", "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "ablation" / "ablation.json").read_text())
     names = {r["candidate"] for r in summary["candidates"]}
     assert names == {"english_heavy", "german_heavy", "even"}
+    sigs = {s["name"]: s for s in summary["signals"]}
+    assert list(sigs) == ["de_bpb", "en_bpb", "de_acc", "en_acc"]
+    assert [s["higher_is_better"] for s in sigs.values()] == [False, False, True, True]
+    assert sigs["en_acc"]["sets"] == ["arc_en", "mmlu_en"] and sigs["de_acc"]["sets"] == ["cloze_de"]
+    assert summary["checkpoint_tokens"] == 2048 and all(c["limit"] == 10 for c in summary["choice_sets"])
+    assert [cp["step"] for cp in summary["checkpoints"]] == [2, 4]
+    assert [cp["tokens"] for cp in summary["checkpoints"]] == [2048, 4096]
     for r in summary["candidates"]:
         assert set(r["bpb"]) == {"english", "german"} and all(0 < v < 20 for v in r["bpb"].values())
-        assert len(r["curve"]) == 3
-    ranks = [r["average_rank"] for r in summary["candidates"]]
-    assert ranks == sorted(ranks)
+        assert {c: v["items"] for c, v in r["choice"].items()} == {"arc_en": 10, "mmlu_en": 10, "cloze_de": 10}
+        assert all(v["acc_norm"] * 10 == round(v["acc_norm"] * 10) for v in r["choice"].values())  # k of 10 right
+        assert r["signals"]["en_acc"] == pytest.approx((r["choice"]["arc_en"]["acc_norm"]
+                                                        + r["choice"]["mmlu_en"]["acc_norm"]) / 2)
+        assert r["signals"]["de_acc"] == r["choice"]["cloze_de"]["acc_norm"]
+        assert len(r["curve"]) == 4 and [t for t, _ in r["rank_curve"]] == [2048, 4096]
+    for cp in summary["checkpoints"]:   # the stored ranks are those of an independent recomputation
+        again = average_ranks(cp["signals"], {n: s["higher_is_better"] for n, s in sigs.items()})
+        assert cp["average_rank"] == {c: v["average_rank"] for c, v in again.items()}
+        for n, s in sigs.items():        # direction: rank 1 holds the lowest bpb, the highest accuracy
+            vals = {c: v[n] for c, v in cp["signals"].items()}
+            best = (max if s["higher_is_better"] else min)(vals.values())
+            first = min(ranks[n] for ranks in cp["ranks"].values())
+            assert {c for c, ranks in cp["ranks"].items() if ranks[n] == first} == {c for c, v in vals.items() if v == best}
+    by = {r["candidate"]: r for r in summary["candidates"]}
+    for c, r in by.items():             # terminal = last checkpoint only; R_all = mean over the curve
+        assert r["signals"] == summary["checkpoints"][-1]["signals"][c]
+        assert r["average_rank"] == summary["checkpoints"][-1]["average_rank"][c]
+        assert r["average_rank_all"] == pytest.approx(sum(cp["average_rank"][c] for cp in summary["checkpoints"]) / 2)
+    keys = [(r["average_rank"], r["average_rank_all"], r["candidate"]) for r in summary["candidates"]]
+    assert keys == sorted(keys)
     from curation.commands.ablate import _heldout
     from curation.plan.graph import load_plan
     ab = load_plan(REPO / "recipes" / "text.yaml").recipe.recipe.ablation
     withheld = _heldout(json.loads((out / "manifests" / "stage1.json").read_text()), out / "manifests", ab)
-    assert {s: len(d) for s, d in withheld.items()} == {"web_en": 6, "web_de": 6}
+    assert set(withheld) == {"web_en", "web_de"} and all(len(v) == 6 for v in withheld.values())
     for r in summary["candidates"]:                        # withheld documents are in no candidate's plan
         plans = {p.stem: np.load(p) for p in (out / "ablation" / r["candidate"]).glob("*.npy")}
         assert plans and all((plans[s][d] == 0).all() for s, d in withheld.items() if s in plans)
-    assert (out / "ablation" / "ablation.html").is_file() and (out / "ablation" / "curves.png").is_file()
+    # Table 13: per signal the terminal value (rank), R_T and R_all; the best bold, the second underlined
+    md = (out / "ablation" / "ablation.md").read_text()
+    head = "| candidate | DE bpb (rank) | EN bpb (rank) | DE acc. (%) (rank) | EN acc. (%) (rank) | R_T | R_all |"
+    lines = md.splitlines()
+    rows = [ln.strip("|").split(" | ") for ln in lines[lines.index(head) + 2:lines.index(head) + 5]]
+    assert [row[0].strip() for row in rows] == [r["candidate"] for r in summary["candidates"]]
+    for j, n in enumerate(sigs, start=1):
+        cells = {row[0].strip(): row[j].strip() for row in rows}
+        vals = {c: by[c]["signals"][n] for c in by}
+        ordered = sorted(set(vals.values()), reverse=sigs[n]["higher_is_better"])
+        for c, cell in cells.items():
+            assert f"({by[c]['ranks'][n]:g})" in cell
+            assert cell.startswith("**") == (vals[c] == ordered[0])
+            assert cell.startswith("<u>") == (len(ordered) > 1 and vals[c] == ordered[1])
+    assert [row[5].strip().strip("*").removeprefix("<u>").removesuffix("</u>") for row in rows] == \
+        [f"{r['average_rank']:.2f}" for r in summary["candidates"]]
+    assert "| 2,048 |" in md and "| 4,096 |" in md          # the learning curve, one row per checkpoint
+    # the terminal prints the same table (* best, + second-best) and the average rank per checkpoint
+    assert "DE bpb (rank)" in printed and "EN acc. (%) (rank)" in printed and "R_T" in printed
+    assert "Best values *, second-best +." in printed and " *" in printed
+    assert "average rank per checkpoint: 2,048 tokens" in printed and "; 4,096 tokens" in printed
+    table = printed[printed.index("R_T"):]                   # after the per-candidate progress lines
+    assert [table.index(f" {r['candidate']} ") for r in summary["candidates"]] == \
+        sorted(table.index(f" {r['candidate']} ") for r in summary["candidates"])   # rows in R_T order
+    for name in ("ablation.html", "curves.png", "rank_curve.png"):
+        assert (out / "ablation" / name).stat().st_size > 0
+    assert (out / "ablation" / "rank_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rank_curve.png" in (out / "ablation" / "ablation.html").read_text()
 
 
 @pytest.mark.slow

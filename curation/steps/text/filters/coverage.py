@@ -29,6 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from curation.errors import RecipeError
+from curation.recipe.filters import declared_languages  # noqa: F401 - the recipe layer's, used here and by quality
 
 NOT_COVERED = "classifier_language_not_covered"
 COVERAGE_RULE = "covered: at least min_documents training documents of each label (training split, before weights)"
@@ -64,16 +65,6 @@ def covered_languages(card: dict, model: Path, step: str) -> frozenset[str]:
 def is_covered(language: str, covered: frozenset[str]) -> bool:
     """`de` and `de_x` (a regional tag) are covered by `de`; `unknown` never is."""
     return language in covered or language.split("_")[0] in covered
-
-
-def declared_languages(filters: list, upto: int) -> list[str] | None:
-    """The languages a source's records can have when they reach filter `upto`: those of the last
-    `language` filter before it (each narrows the set), or None when no filter declares them."""
-    langs = None
-    for f in filters[:upto]:
-        if getattr(f, "type", None) == "language":
-            langs = list(f.languages) if langs is None else [x for x in langs if x in f.languages]
-    return langs
 
 
 def check_declared(where: str, source: str, cfg, model: Path, card: dict, declared: list[str]) -> None:
