@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-RECIPES = ("demo", "text", "images", "audio", "interleaved", "acquisition")
+RECIPES = ("demo", "text", "images", "audio", "interleaved", "acquisition", "long_context")
 
 
 def main() -> None:
