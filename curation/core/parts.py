@@ -15,7 +15,7 @@ from pathlib import Path
 BATCH_ROWS = 8192   # rows per record batch while iterating: memory stays one batch, whatever the table's size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PartRows:
     """The rows of `paths` (Parquet files, in this order, each in its own row order) with `constants` added to
     every row (column -> value; e.g. the run). Columns of a part file that the table does not name are ignored
@@ -40,6 +40,20 @@ class PartRows:
 
     def __bool__(self) -> bool:
         return len(self) > 0
+
+    def __getitem__(self, index):
+        """Row `index` (or a slice of rows), read from the parts: a look at a few rows (a test, the Python API's
+        `result.rows[...]`), not a loop over many."""
+        return list(self)[index]
+
+    def __eq__(self, other) -> bool:
+        """Equal to a list of row dicts (or another `PartRows`) holding the same rows in the same order, as the
+        list of rows it stands for would be."""
+        if isinstance(other, PartRows | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None   # type: ignore[assignment]   # compared by content, like the list it stands for
 
     def __iter__(self) -> Iterator[dict]:
         import pyarrow.parquet as pq

@@ -167,3 +167,22 @@ def test_the_driver_memory_to_write_a_part_table_does_not_grow_with_its_rows(tmp
     small, big = _ledger_growth(tmp_path, 40_000), _ledger_growth(tmp_path, 400_000)
     assert big["rows"] == 400_000
     assert big["growth_mb"] < small["growth_mb"] + 64, (small, big)
+
+
+def test_part_rows_compare_and_index_as_the_list_of_rows_they_stand_for(tmp_path):
+    """A run's `rows[...]` may be a PartRows: it equals, indexes and slices like the list of row dicts it
+    replaces (the Python API and the tests read it so), in the parts' order."""
+    paths = []
+    for k, values in enumerate(([1, 2], [3])):
+        paths.append(tmp_path / f"part-{k}.parquet")
+        pq.write_table(pa.table({"a": values, "extra": ["x"] * len(values)}), paths[-1])
+    rows = PartRows(paths, ["run", "a"], {"run": "r1"})
+    expected = [{"run": "r1", "a": 1}, {"run": "r1", "a": 2}, {"run": "r1", "a": 3}]
+    assert rows == expected and expected == rows and rows == PartRows(paths, ["run", "a"], {"run": "r1"})
+    assert rows != expected[:2] and rows != PartRows(paths[:1], ["run", "a"], {"run": "r1"})
+    assert rows[0] == expected[0] and rows[-1] == expected[-1] and rows[1:] == expected[1:]
+    pq.write_table(pa.table({"a": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
+    empty = PartRows([tmp_path / "empty.parquet"], ["run", "a"], {"run": "r1"})
+    assert empty == [] and not empty and len(empty) == 0
+    [only] = PartRows(paths[1:], ["a"])
+    assert only == {"a": 3}
