@@ -203,7 +203,9 @@ class _ClassifierStep(BatchStep):
         return False
 
     def _decide(self, record: Record, score: float) -> bool:
-        raise NotImplementedError
+        """Keep (True) or drop the scored record: the quality step records the score, the toxicity step drops
+        above its threshold. The one hook a classifier step implements, as `Step.process` is."""
+        raise TypeError(f"{type(self).__name__} must implement _decide()")
 
     def _flush(self, batch: list[Record]) -> Iterator[Record]:
         start = time.perf_counter()
