@@ -40,8 +40,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return max(my - b * mx, 0.0), b
 
 
-ORDER = ["start", "process", "exact_keys", "exact_part", "exact", "signatures", "band", "clusters", "tokenize",
-         "merge", "finish"]
+ORDER = ["start", "process", "exact_keys", "exact_part", "exact", "signatures", "band", "cc_scatter", "cc_round",
+         "cc_settle", "cc_resolve", "clusters", "tokenize", "merge", "finish"]
 
 
 def ordered(phases) -> list[str]:
