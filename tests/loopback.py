@@ -42,7 +42,8 @@ class Server:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.base = f"http://{address}:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: 0.5 s by default, per server, per test
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def paths(self) -> list[str]:
         return [p for p, _ in self.log]

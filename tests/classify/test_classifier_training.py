@@ -138,6 +138,7 @@ def test_a_language_with_one_label_only_is_refused_before_training(toxicity_spec
     assert not (tmp_path / "o").exists()   # refused before anything was written
 
 
+@pytest.mark.slow
 def test_allow_one_sided_trains_the_language_and_the_card_does_not_cover_it(toxicity_spec, tmp_path, capsys):
     _with_dutch_positives_only(toxicity_spec, "coverage: {allow_one_sided: [nl]}\n")
     t = train_classifier(toxicity_spec, tmp_path / "o")
@@ -153,6 +154,7 @@ def test_allow_one_sided_trains_the_language_and_the_card_does_not_cover_it(toxi
     assert "covers: ['de', 'en']" in out and "one-sided, allowed by the spec: ['nl']" in out
 
 
+@pytest.mark.slow
 def test_min_documents_decides_which_languages_the_card_covers(toxicity_spec, tmp_path):
     # en and de: 30 training documents of each label (40 less the held-out quarter)
     covered = train_classifier(toxicity_spec, tmp_path / "a").card["languages"]

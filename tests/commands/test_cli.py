@@ -151,6 +151,7 @@ def ledger_out(tmp_path_factory):
     return out, rows
 
 
+@pytest.mark.slow
 def test_ledger_formats_parse_back(ledger_out, tmp_path, capsys):
     out, rows = ledger_out
     want = pq.read_table(out / "ledger" / "drops.parquet").to_pylist()

@@ -60,7 +60,7 @@ def test_scipy_agrees_with_the_reference_on_a_random_graph():
     assert got[0].tolist() == nodes.tolist() and got[1].tolist() == roots.tolist()
 
 
-@pytest.mark.parametrize("parts", PARTS)
+@pytest.mark.parametrize("parts", [p if p < 8 else pytest.param(p, marks=pytest.mark.slow) for p in PARTS])
 def test_a_long_chain_crossing_every_partition_settles_in_few_rounds(parts):
     n = 10_000
     order = np.random.default_rng(1).permutation(n)     # a path visiting the nodes in random order

@@ -118,7 +118,7 @@ def written(out: Path):
 
 @pytest.mark.parametrize("kind", ["random", "chain", "stars", "cliques"])
 @pytest.mark.parametrize("keep", ["earliest", "highest_quality"])
-@pytest.mark.parametrize("parts", [1, 3, 8])
+@pytest.mark.parametrize("parts", [1, 3, pytest.param(8, marks=pytest.mark.slow)])
 def test_partitioned_clustering_writes_what_one_task_wrote(tmp_path, kind, keep, parts):
     rng = np.random.default_rng(hash((kind, keep, parts)) % 2**32)
     corpus(tmp_path, rng, ties=keep == "highest_quality")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from curation.commands.run import run
 from curation.core.hashing import sha256_file
 from tests.conftest import english_doc, make_recipe, write_jsonl
 
 
+@pytest.mark.slow
 def test_the_merge_markers_counts_equal_reading_the_shards(tmp_path):
     docs = [{"id": f"d{i}", "text": english_doc(i)} for i in range(8)]
     recipe = make_recipe(tmp_path, {"s": [write_jsonl(tmp_path / "in.jsonl", docs)]})

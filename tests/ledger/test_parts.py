@@ -65,6 +65,7 @@ def _types(db) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.slow
 def test_part_files_are_copied_in_their_order_with_the_rows_and_types_of_a_list(tmp_path):
     paths, want = _parts(tmp_path, [2500, 0, 1, 4000])
     part = PartRows(paths, COLUMNS, {"run": "r1"})
@@ -81,6 +82,7 @@ def test_part_files_are_copied_in_their_order_with_the_rows_and_types_of_a_list(
     assert not (tmp_path / "a" / ".duckdb-spill").exists()
 
 
+@pytest.mark.slow
 def test_a_ledger_written_from_parts_needs_none_of_them(tmp_path):
     paths, want = _parts(tmp_path, [10, 20])
     db = write_ledger({"clusters": PartRows(paths, COLUMNS, {"run": "r1"})}, tmp_path / "ledger")
@@ -92,6 +94,7 @@ def test_a_ledger_written_from_parts_needs_none_of_them(tmp_path):
     assert _db_rows(alone, "clusters") == want
 
 
+@pytest.mark.slow
 def test_no_part_files_give_an_empty_table(tmp_path):
     db = write_ledger({"clusters": PartRows([], COLUMNS, {"run": "r1"})}, tmp_path / "ledger")
     assert _db_rows(db, "clusters") == []

@@ -38,6 +38,7 @@ def ledger(tmp_path_factory):
 WHY = "SELECT step, outcome, reason FROM decisions WHERE source = 's' AND id = 'short'"
 
 
+@pytest.mark.slow
 def test_a_ledger_copied_alone_says_why_a_document_left(ledger, tmp_path):
     alone = tmp_path / "mailed" / "ledger.duckdb"
     alone.parent.mkdir()
@@ -69,6 +70,7 @@ def test_every_table_and_column_has_a_comment():
     assert {v for v, _ in views} == {"funnel", "drop_reasons", "category_shares"} and all(c for _, c in views)
 
 
+@pytest.mark.slow
 def test_the_written_ledger_carries_the_comments(ledger):
     con = duckdb.connect(str(ledger / "ledger.duckdb"), read_only=True)
     try:

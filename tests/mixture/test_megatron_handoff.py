@@ -230,6 +230,7 @@ def test_megatron_core_draws_each_text_demo_stage_as_planned(text_run, tmp_path)
         dist.destroy_process_group()
 
 
+@pytest.mark.slow   # imports megatron-core (4 s)
 @pytest.mark.parametrize("sequences, most", [(13, 5), (40, 7), (31, 4), (6, 2), (9, 9)])
 def test_megatron_core_draws_every_sequence_of_a_stage_split_over_prefixes_once(tmp_path, sequences, most):
     """A stage over one Megatron document (2^31 - 1 tokens; here `most` sequences) is split into prefixes

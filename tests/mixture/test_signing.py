@@ -56,6 +56,7 @@ def _manifest(out):
     return sorted((out / "manifests").glob("*.json"))[0]
 
 
+@pytest.mark.slow
 def test_a_signed_manifest_verifies_with_its_key(signed, capsys):
     out, pub, _ = signed
     manifest = _manifest(out)
@@ -67,6 +68,7 @@ def test_a_signed_manifest_verifies_with_its_key(signed, capsys):
     assert "ok  signature: ed25519" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_forged_goldfish_manifest_is_refused(signed, tmp_path, capsys):
     import shutil
     out, pub, _ = signed
@@ -84,6 +86,7 @@ def test_the_forged_goldfish_manifest_is_refused(signed, tmp_path, capsys):
     assert "not its run's" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_manifest_signed_by_another_key_or_unsigned_is_refused(signed, tmp_path):
     import shutil
     out, pub, (other_key, _, other_pub) = signed
@@ -116,6 +119,7 @@ def test_a_bad_signing_key_stops_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_unsigned_rerun_removes_the_old_signature(signed, tmp_path):
     import shutil
     out, _, _ = signed

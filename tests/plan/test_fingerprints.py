@@ -8,6 +8,7 @@ import io
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import pytest
 import yaml
 
 from curation.commands.cli import main
@@ -133,6 +134,7 @@ def resources(recipe: dict, tmp: Path) -> dict[str, str]:
     return {k: r for k, _, r in (line.split() for line in out.getvalue().splitlines())}
 
 
+@pytest.mark.slow
 def test_device_cpu_is_the_default_and_a_gpu_device_moves_only_that_sources_tokenize(tmp_path):
     base = _load("images")
     before = nodes(base, tmp_path)

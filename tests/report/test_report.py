@@ -166,6 +166,7 @@ def test_labels_are_drawn_only_where_they_fit():
     pyplot().close(fig)
 
 
+@pytest.mark.slow
 def test_task_retries_have_a_section_only_when_there_were_some(tmp_path):
     rows = soofi_like()
     assert "Task retries" not in write_report(rows, tmp_path / "none").with_name("report.md").read_text()

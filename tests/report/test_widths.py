@@ -19,6 +19,7 @@ def _too_wide(page: str) -> list[str]:
     return [f"{w:.0f} px: {header[:120]}" for w, header in table_min_widths(page) if w > PAGE_1280_PX]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_sources", [4, 8, 24])
 def test_no_table_is_wider_than_the_page(tmp_path, n_sources):
     write_report(soofi_like(n_sources), tmp_path)
@@ -58,6 +59,7 @@ def test_steps_merge_every_chain_in_order():
     assert sorted(odd) == ["read", "x", "y"] and odd[0] == "read"
 
 
+@pytest.mark.slow
 def test_the_report_steps_table_is_in_pipeline_order(tmp_path):
     rows = soofi_like(8)
     write_report(rows, tmp_path)

@@ -42,6 +42,7 @@ def test_a_checkpoint_replaced_in_place_is_loaded_again(tmp_path):
     assert b is not a and torch.equal(b.quant_conv.weight, second.quant_conv.weight)
 
 
+@pytest.mark.slow
 def test_a_folder_of_the_other_family_is_refused(tmp_path):
     audio = WavTokenizerEncoder.seeded(yaml.safe_load(WAV.read_text()), seed=0)
     folder = write_wavtokenizer(tmp_path / "wt", audio)

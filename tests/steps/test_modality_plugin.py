@@ -167,6 +167,7 @@ def _recipe(tmp_path, settings: str = "{max_frames: 5}") -> object:
     return path
 
 
+@pytest.mark.slow
 def test_a_toy_modality_is_one_folder_and_one_registration(video_frames, tmp_path):
     """Planned here; run by `curate run` in a fresh process where the plug-in is installed (on its path), as it
     would be on a machine that has it: every table, the plug-in's own included, exists from the start."""

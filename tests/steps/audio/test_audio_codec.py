@@ -51,6 +51,7 @@ def encoder():
     return WavTokenizerEncoder.seeded(CONFIG, seed=CONFIG["seed"])
 
 
+@pytest.mark.slow
 def test_config_fits_the_vocabulary_audio_block(encoder):
     audio = next(b for b in yaml.safe_load(VOCAB.read_text())["blocks"] if b["name"] == "audio")
     assert encoder.config["n_codes"] == 4096 <= audio["size"]
@@ -80,6 +81,7 @@ def test_codes_are_deterministic_nearest_rows(encoder):
     assert torch.equal(dist.argmin(-1), codes)
 
 
+@pytest.mark.slow
 def test_seeding_leaves_the_callers_random_state_alone():
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -121,6 +123,7 @@ def test_checkpoint_round_trip_in_the_published_layout(encoder, tmp_path):
     assert torch.equal(open_checkpoint(other, WavTokenizerEncoder).model.encode(wave), expected)
 
 
+@pytest.mark.slow
 def test_published_size_encoder_from_the_lightning_config(tmp_path):
     """The published widths (32 filters, 512 dimensions, 4,096 codes) from the Lightning-CLI config, the
     weights as weight_g/weight_v in a Lightning `state_dict`: loaded, checked and encoding as built."""

@@ -1,9 +1,12 @@
 """The audio tokenize step on a shard that has nothing left to encode."""
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import REPO, VOCAB
 
 
+@pytest.mark.slow
 def test_a_shard_whose_clips_were_all_quarantined_tokenizes_to_nothing(tmp_path):
     """Its Shar shard holds no cuts file (lhotse's reader asserts on that): the step emits nothing, so the
     run reaches the source checks (`keeps no document`, or `allow_empty`) instead of failing the task."""

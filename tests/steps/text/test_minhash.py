@@ -89,6 +89,7 @@ def test_bucket_edges_and_components_keep_the_smallest_index():
     assert components(10, chain[::-1].copy()).tolist() == components(10, chain).tolist()
 
 
+@pytest.mark.slow
 def test_precision_and_recall_on_planted_near_duplicates():
     """Real documents with planted copies at measured Jaccard levels; truth by brute force.
 

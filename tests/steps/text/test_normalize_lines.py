@@ -23,6 +23,7 @@ def test_an_unchanged_text_is_returned_itself():
     assert fix_text_lines(text, CONFIG) is text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BENCH[:2])
 def test_same_as_ftfy_on_the_benchmark_corpora(name):
     texts = corpus(name)[:300]

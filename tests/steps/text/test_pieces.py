@@ -67,6 +67,7 @@ def _joined(texts: list[str], size: int) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_demo_corpus_piecewise_equals_whole():
     long = _joined(_demo_texts(), 200_000)
     chars = sum(map(len, long))
@@ -74,6 +75,7 @@ def test_demo_corpus_piecewise_equals_whole():
     assert check(long, 97) > chars // 194
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BENCH)
 def test_benchmark_corpora_piecewise_equals_whole(name):
     long = _joined(corpus(name), 300_000)[:3]   # up to about 900 kB of each corpus
@@ -106,6 +108,7 @@ ADVERSE = [
 ]
 
 
+@pytest.mark.slow
 def test_adversarial_boundaries_piecewise_equals_whole():
     texts = ADVERSE + ["\n".join(ADVERSARIAL) * 3]
     cuts = sum(check(texts, piece, budget=piece) for piece in range(3, 41))

@@ -35,6 +35,7 @@ def test_concatenations_that_collide_without_separator():
     assert ours(words)[1][1] > 0 and ours(words)[1][2] > 0
 
 
+@pytest.mark.slow
 def test_random_word_sequences():
     rng = random.Random(0)
     for _trial in range(300):

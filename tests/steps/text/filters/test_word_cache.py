@@ -3,6 +3,7 @@ import gzip
 import itertools
 import json
 
+import pytest
 from datatrove.utils.text import PUNCTUATION_SET, split_into_sentences
 from datatrove.utils.word_tokenizers import SpaCyTokenizer
 
@@ -28,6 +29,7 @@ def test_a_text_is_split_once_and_shared():
     assert cache.view("c") is cache.view("c") and len(cache._views) <= 3
 
 
+@pytest.mark.slow
 def test_words_and_per_word_facts():
     cache, ref = WordCache.for_language("deu"), SpaCyTokenizer("de")
     for text in _demo_texts():
@@ -48,6 +50,7 @@ def test_languages_the_splitter_refuses_use_datatrove_tokenizer():
     assert cache.sentence_count(text) == len(split_into_sentences(text, "spa"))
 
 
+@pytest.mark.slow
 def test_word_table_starting_afresh_keeps_views_right(monkeypatch):
     import curation.steps.text.filters.word_cache as module
     monkeypatch.setattr(module, "_WORD_LIMIT", 30)

@@ -186,6 +186,7 @@ def test_empty_warc_is_an_empty_file_entry(tmp_path):
 REAL = Path(os.environ.get("CURATE_SHARED_DATA", SHARED_DATA)) / "web_text" / "warc"
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 @pytest.mark.skipif(not REAL.is_dir(), reason=f"real WARC samples not present ({REAL}); see shared/data/SOURCES.md")
 def test_real_common_crawl_and_dolma_warcs():
