@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 
 KIND = {"start": "fixed", "process": "shard", "exact_keys": "shard", "signatures": "shard", "tokenize": "shard",
-        "exact_part": "shuffle", "band": "shuffle", "exact": "single", "clusters": "single", "merge": "single",
+        "exact_part": "shuffle", "band": "shuffle", "cc_scatter": "shuffle", "cc_round": "shuffle",
+        "cc_resolve": "shuffle", "cc_settle": "single", "exact": "single", "clusters": "single", "merge": "single",
         "finish": "single"}
 NODE_IO = 2e9        # bytes/s a node reads from the shared store (assumed: NVMe or a parallel file system)
 BANDS, SIG_BYTES = 14, 14 * 8                 # MinHash band keys per document
@@ -132,31 +133,50 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
             mem, note = f"{held / 1e9:,.1f} GB (one task)", (
                 f"one task over the {shared_per_doc * docs / 1e6:,.0f}M key entries that repeat (memory follows "
                 "the duplicates); partition it by connected component of the key graph to spread it")
+        elif phase in ("cc_scatter", "cc_round", "cc_resolve"):
+            # measured with one partition (the recipe's default); at 1B the recipe sets `partitions` to the
+            # band phase's, so each task holds 1/parts of the edges (reports/benchmarks/cc.md)
+            edges = edges_per_doc * docs
+            reads = edges * 16 * (band_parts if phase == "cc_scatter" else 1)
+            secs = b * workers * docs / min(band_parts, total_cores) + reads / (nodes * NODE_IO)
+            held = edges * 16 * 4 / band_parts
+            mem = f"{min(cores, band_parts / nodes) * held / 1e9:,.1f} GB ({held / 1e9:,.2f} GB per task)"
+            note = {"cc_scatter": f"{band_parts} tasks, each reads every band file's edges ({reads / 1e12:,.2f} TB "
+                                  "in all) and keeps its hash partition's",
+                    "cc_round": f"{band_parts} tasks per round (2 planned): labels of 1/parts of the documents "
+                                "with an edge, proposals and look-ups from the others' files",
+                    "cc_resolve": f"{band_parts} tasks: whole components by the range of their smallest node, "
+                                  "the survivor rule, ids and scores (nodes only, no edges)"}[phase]
+        elif phase == "cc_settle":
+            secs = a + b * docs
+            mem, note = "1/parts of the edges", (
+                "one task that runs the rounds the plan lacks, one partition at a time; on band edges (stars "
+                "round each bucket's first document) it finds nothing left to change; a long chain would make "
+                "it the one serial term (time, not memory)")
         elif phase == "clusters":
             secs = b * docs
-            held = edges_per_doc * docs * 16 * 4
-            mem, note = f"{held / 1e9:,.1f} GB (one task)", (
-                f"one task over {edges_per_doc * docs / 1e6:,.0f}M edges (memory follows the near duplicates); a "
-                "distributed connected components (e.g. alternating large/small-star over edge partitions) "
-                "removes the single task")
+            mem, note = f"{_worker_peak(runs, phase):,.0f} MB (one task, streams the parts)", (
+                f"one task concatenates the resolved parts ({edges_per_doc * docs / 1e6:,.0f}M edges' clusters) into "
+                "duplicates.parquet and the drop lists, shard by shard: its memory is bounded, its time is linear in "
+                "the near duplicates in one process; DuckDB views over the resolve tasks' parts would remove it")
         elif phase == "merge":
             secs = b * docs   # measured: one stream copying on this machine
             mem, note = "< 0.1 GB (streams)", (
                 f"one task per source copies {docs * tok_per_doc / 1e12:,.1f} TB; bounded-size merged files "
                 "(several prefixes per source in the blend) written in parallel, or blending the parts "
                 "directly, removes it")
-        else:   # finish: the driver's ledger, manifests, report
-            secs = b * docs   # measured: counting tokens and sha256 over the merged shard, in one process
+        else:   # finish: the driver's ledger, manifests, hand-off, report
+            secs = b * docs   # measured: what the driver does at the end, in one process
             d0, d1 = fit([(n, runs[str(n)]["phases"].get("finish", {}).get("driver", 0.0)) for n in sizes])
             driver_gb = (d0 + d1 * docs) / 1024
-            mem = (f"driver {(d0 + d1 * docs) / 1024:,.0f} GB ({d1 * 1e3:,.2f} MB per 1,000 documents fitted: "
-                   "the ledger rows per duplicate of `clusters` and `near_duplicates`, as Python rows and "
-                   "then DuckDB)")
+            mem = (f"driver {(d0 + d1 * docs) / 1024:,.1f} GB ({d1 * 1e3:,.3f} MB per 1,000 documents fitted: the "
+                   "plan's nodes and markers, one per shard, and the sampling plans' lengths)")
             note = (
-                f"counts tokens and hashes {docs * tok_per_doc / 1e12:,.1f} TB in the driver, serially, and "
-                "builds a ledger row per duplicate; counting and hashing per part in the tokenize tasks "
-                "(a Merkle root over parts) and DuckDB views over the phases' Parquet (never Python rows in "
-                "the driver) remove it")
+                "token counts and sha256 of the merged shards come from the merge tasks' markers, the cluster "
+                "tables are copied by DuckDB from the tasks' part files (at most 256 MB) and hashed 8,192 rows at "
+                f"a time; left in this one process, linear in time: the Megatron hand-off copies every planned "
+                f"token ({docs * tok_per_doc / 1e12:,.1f} TB) into the packed prefixes (a task per packed prefix "
+                "would spread it), and the manifests' digests of the cluster tables")
         if secs > worst[1]:
             worst = (phase, secs)
         total += secs
@@ -178,9 +198,8 @@ def section(results: dict) -> list[str]:
         "phases; single tasks run at the speed measured here. The corpus keeps the benchmark's shape: "
         "5,000 documents per shard (200,000 shards), 10% planted copies.", "",
         *table, "",
-        f"The phase that limits the time is **{limit}**; the one that limits memory is the driver's "
-        f"**finish** (ledger, manifests, report: about {driver_gb:,.0f} GB at a billion documents by the fitted "
-        "growth, more than a node holds). The table's last column says what it would take to remove each "
-        "limit.", "",
+        f"The phase that limits the time is **{limit}**; the driver at the finish holds about {driver_gb:,.1f} GB "
+        "at a billion documents by the fitted growth of its peak (ledger, manifests, hand-off, report). The "
+        "table's last column says what it would take to remove each limit.", "",
         *check,
     ]
