@@ -23,8 +23,10 @@ Defaults follow datatrove: 5-grams, 14 bands × 8 rows.
 from __future__ import annotations
 
 import bisect
+import re
 import unicodedata
 from functools import lru_cache
+from itertools import accumulate, chain
 
 import numpy as np
 import xxhash
@@ -38,11 +40,9 @@ class Shingler:
     """text -> uint64 shingle hashes, identical to datatrove's `get_shingles` for `language`."""
 
     def __init__(self, ngram: int, language: str = "eng"):
-        from datatrove.utils.text import TextNormConfig
         from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
 
         self.ngram = ngram
-        self._norm = TextNormConfig(norm_unicode_diacritics=False)  # done below, skipped for ASCII
         self._datatrove = load_word_tokenizer(language)
         self._spacy = None
         if isinstance(self._datatrove, SpaCyTokenizer):
@@ -61,9 +61,7 @@ class Shingler:
         return Shingler(ngram, language)
 
     def simplify(self, text: str) -> str:
-        from datatrove.utils.text import simplify_text
-
-        text = simplify_text(text, self._norm)
+        text = _simplify(text)
         if text.isascii():
             return text
         return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn").strip()
@@ -95,10 +93,7 @@ class Shingler:
                 if text_:
                     pieces[bisect.bisect_right(starts, token.idx) - 1].append(text_)
             memo.update(zip(new, pieces))
-        words: list[str] = []
-        for chunk in chunks:
-            words += memo[chunk]
-        return words
+        return list(chain.from_iterable(map(memo.__getitem__, chunks)))
 
     def __call__(self, text: str) -> np.ndarray:
         words, n = self.words(text), self.ngram
@@ -106,12 +101,29 @@ class Shingler:
         if count <= 0:
             return np.zeros(0, dtype=np.uint64)
         joined = " ".join(words)  # n-gram i is a slice of it: cheaper than joining n words per n-gram
-        starts = [0]
-        for w in words:
-            starts.append(starts[-1] + len(w) + 1)
+        starts = [0, *accumulate(len(w) + 1 for w in words)]
         h = xxhash.xxh64_intdigest
         return np.unique(np.fromiter((h(joined[starts[i]:starts[i + n] - 1]) for i in range(count)),
                                      dtype=np.uint64, count=count))
+
+
+@lru_cache(maxsize=1)
+def _punctuation_or_space() -> re.Pattern:
+    """One run of datatrove's punctuation or whitespace (`re`, not `regex`: 2.5 times faster here)."""
+    from datatrove.utils.text import PUNCTUATION_TRANS
+
+    return re.compile("[" + re.escape("".join(sorted(map(chr, PUNCTUATION_TRANS)))) + r"\s]+")
+
+
+def _simplify(text: str) -> str:
+    """datatrove's `simplify_text` without diacritic stripping (lowercase, numbers to 0, punctuation to
+    spaces, whitespace runs to one space, stripped) in one substitution instead of a per-character
+    `str.translate` through a dict and a second regex pass (2.5 times faster on the benchmark's text).
+    The same: every run of punctuation and whitespace becomes one space either way; checked for every
+    code point against `simplify_text` (tests/steps/text/test_minhash.py)."""
+    from datatrove.utils.text import NUMBERS_PATTERN
+
+    return _punctuation_or_space().sub(" ", NUMBERS_PATTERN.sub("0", text.lower())).strip()
 
 
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

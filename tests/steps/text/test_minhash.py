@@ -202,3 +202,30 @@ def test_signatures_batch_equals_per_document_signatures():
         want = signature(sh, a, b)
         assert (full[d] == 0).all() if want is None else np.array_equal(full[d], want)
     assert signatures_batch([], a, b)[0].shape == (0, 112)
+
+
+def _simplify_differences(code_points) -> list[str]:
+    from datatrove.utils.text import TextNormConfig, simplify_text
+
+    from curation.steps.text.minhash import _simplify
+    cfg = TextNormConfig(norm_unicode_diacritics=False)   # Shingler strips diacritics itself, after
+    bad = []
+    for cp in code_points:
+        c = chr(cp)
+        for text in (f"{c}1{c}2 x{c}y {c}{c} z{c}", c):   # alone, paired, at either end, between digits
+            if _simplify(text) != simplify_text(text, cfg):
+                bad.append(f"U+{cp:04X} in {text!r}")
+    return bad
+
+
+def test_simplify_is_datatrove_simplify_text_on_the_common_code_points():
+    """One substitution for punctuation and whitespace runs gives `simplify_text`'s text: every code point
+    below U+3000 (Latin, Greek, Cyrillic, general punctuation, symbols) and one in 97 above, alone, paired,
+    at either end and next to digits."""
+    assert _simplify_differences([*range(0x3000), *range(0x3000, 0x110000, 97)]) == []
+
+
+@pytest.mark.slow
+def test_simplify_is_datatrove_simplify_text_on_every_assigned_code_point():
+    import unicodedata
+    assert _simplify_differences(cp for cp in range(0x110000) if unicodedata.category(chr(cp)) not in ("Cn", "Cs")) == []
