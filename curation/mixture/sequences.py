@@ -32,14 +32,14 @@ def plan_order(stage_fingerprint: str, counts: list[np.ndarray]) -> tuple[np.nda
 
     int32 where the documents fit (the driver holds both arrays for a stage: 16 bytes per occurrence with the
     permutation, instead of 40 with int64 and their unshuffled copies)."""
-    n = int(sum(int(np.asarray(c, dtype=np.int64).sum()) for c in counts))
+    totals = [int(np.asarray(c, dtype=np.int64).sum()) for c in counts]
+    n = sum(totals)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     seed = int.from_bytes(hashlib.sha256(f"order:{stage_fingerprint}".encode()).digest()[:8], "little")
     order = np.random.default_rng(seed).permutation(n)
     doc_type = np.int32 if max(c.size for c in counts) < 2**31 else np.int64
-    src = np.concatenate([np.full(int(np.asarray(c, dtype=np.int64).sum()), i, dtype=np.int32)
-                          for i, c in enumerate(counts)])[order]
+    src = np.concatenate([np.full(t, i, dtype=np.int32) for i, t in enumerate(totals)])[order]
     doc = np.concatenate([np.repeat(np.arange(c.size, dtype=doc_type), np.asarray(c, dtype=np.int64))
                           for c in counts])[order]
     return src, doc
