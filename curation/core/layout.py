@@ -6,6 +6,8 @@
     work/<phase>/...                  files that join the corpus-wide phases; work/<phase>/drops/
                                       <source>/<shard>.parquet: what a phase removes from a shard
     tokenized/<source>/parts/<shard>  per-task Megatron shards; tokenized/<source>/<source> merged
+    work/tokenize/domains/<source>/<shard>.parquet   a tokenize task's documents and tokens per web
+                                      domain; work/tokenize/domains/<source>.parquet: summed by the merge
     quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons
     review/                           exports for people (decontamination review)
     ledger/, manifests/, reports/     what auditors, trainers and readers open
@@ -38,6 +40,17 @@ def part_prefix(out: Path, source: str, shard: str) -> Path:
 
 def source_prefix(out: Path, source: str) -> Path:
     return out / "tokenized" / source / source
+
+
+def domains_path(out: Path, source: str, shard: str) -> Path:
+    """Documents and tokens of one tokenize task's main shards per web domain of the page URL."""
+    return work_dir(out, "tokenize") / "domains" / source / f"{shard}.parquet"
+
+
+def source_domains_path(out: Path, source: str) -> Path:
+    """A source's documents and tokens per web domain, summed over its shards by its merge task (the ledger's
+    `domain_tokens` rows of the source)."""
+    return work_dir(out, "tokenize") / "domains" / f"{source}.parquet"
 
 
 def marker_path(out: Path, key: str) -> Path:

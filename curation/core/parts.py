@@ -8,11 +8,15 @@ code that reads the rows (the report, tests) iterates them, one record batch at 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import shutil
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BATCH_ROWS = 8192   # rows per record batch while iterating: memory stays one batch, whatever the table's size
+# What DuckDB may hold while a task sums part files (beyond it, the aggregation spills next to the target)
+SUM_MEMORY = "256MB"
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,3 +66,47 @@ class PartRows:
             for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=self.read):
                 for row in batch.to_pylist():
                     yield {c: self.constants[c] if c in self.constants else row[c] for c in self.columns}
+
+
+def _sql_str(value) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sum_parts(paths: Sequence[Path], keys: Sequence[str], sums: Sequence[str], target: Path,
+              constants: dict[str, str] | None = None) -> int:
+    """Write to `target` (Parquet, atomically) the rows of the part files `paths` summed by `keys`, one row per
+    distinct key, sorted by the keys (NULL first, then by code point), with the string `constants` as leading
+    columns; returns the number of rows. DuckDB streams the parts and spills beyond `SUM_MEMORY`, so the
+    task that sums holds neither the parts nor the result, however many distinct keys they hold. The sums are
+    64-bit integers, as in the parts."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    head = [f"{_sql_str(v)} AS {c}" for c, v in (constants or {}).items()]
+    if not paths:   # nothing to sum: an empty file with the columns' types
+        fields = [(c, pa.string()) for c in (constants or {})] + [(k, pa.string()) for k in keys] + \
+                 [(c, pa.int64()) for c in sums]
+        pq.write_table(pa.Table.from_pylist([], schema=pa.schema(fields)), tmp, compression="zstd")
+        os.replace(tmp, target)
+        return 0
+    spill = target.with_name(f".{target.name}.spill")
+    files = ", ".join(_sql_str(p) for p in paths)
+    cols = ", ".join([*head, *keys, *(f"sum({c})::BIGINT AS {c}" for c in sums)])
+    order = ", ".join(f"{k} NULLS FIRST" for k in keys)
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET memory_limit = '{SUM_MEMORY}'")
+        con.execute("SET threads = 1")
+        con.execute("SET preserve_insertion_order = true")
+        con.execute("SET enable_progress_bar = false")
+        con.execute(f"SET temp_directory = {_sql_str(spill)}")
+        con.execute(f"COPY (SELECT {cols} FROM read_parquet([{files}]) GROUP BY {', '.join(keys)} ORDER BY {order}) "
+                    f"TO {_sql_str(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    os.replace(tmp, target)
+    return pq.read_metadata(target).num_rows

@@ -19,7 +19,7 @@ from curation.ledger.encoders import encoder_rows
 from curation.ledger.environment import environment_row
 from curation.ledger.pools import pool_name
 from curation.ledger.ranks import rank_rows
-from curation.ledger.transparency import domain_rows, transparency_rows
+from curation.ledger.transparency import DOMAIN_COLUMNS, domain_rows, transparency_rows
 from curation.plan.graph import Plan, optout_index
 from curation.plan.pipeline import compliance
 from curation.shards.counting import count_tokens_by_modality
@@ -67,6 +67,26 @@ def _domains(marker: dict) -> dict[str, list[int]]:
     if "domains" in marker:
         return marker["domains"]
     return {"": [marker["documents"], marker["tokens"]]} if marker["documents"] else {}
+
+
+def _domain_tokens(run: str, plan: Plan, markers: dict, out: Path) -> PartRows | list[dict]:
+    """The `domain_tokens` rows: each source's file of documents and tokens per web domain, summed by its merge
+    task and copied into the ledger by DuckDB (a corpus can hold millions of domains: the driver holds none).
+    A merge marker of an older curate names no such file: then every source's rows are counted here, from
+    the tokenize markers' `domains` (or those files, for the sources that have one)."""
+    sources = plan.recipe.recipe.sources
+    files = {s.name: markers.get(f"merge/{s.name}", {}).get("domains") for s in sources}
+    table = PartRows([out / files[s.name] for s in sources if files[s.name]], DOMAIN_COLUMNS, {"run": run})
+    if all(files.values()):
+        return table
+    rows: list[dict] = []
+    for s in sources:
+        if files[s.name]:
+            rows += PartRows([out / files[s.name]], DOMAIN_COLUMNS, {"run": run})
+        else:
+            rows += domain_rows(run, s.name, [_domains(markers[f"tokenize/{s.name}/{f.shard_id}"])
+                                              for f in plan.recipe.inputs[s.name]])
+    return rows
 
 
 def _totals(markers: dict, source: str, files) -> dict[str, StepStats]:
@@ -142,8 +162,6 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
                     rows[table] += more
         for table, more in _step_rows(run, src.name, totals).items():
             rows[table] += more
-        rows["domain_tokens"] += domain_rows(run, src.name, [_domains(markers[f"tokenize/{src.name}/{f.shard_id}"])
-                                                             for f in files])
         for name, _, cfg in coverage.classifier_filters(src):   # what each classifier knows, per language
             notes = totals[name].notes if name in totals else {}
             rows[coverage.TABLE] += coverage.coverage_rows(run, src.name, name, cfg,
@@ -159,6 +177,7 @@ def build_rows(plan: Plan, markers: dict, out: Path, *, started_at: str | None =
         table = MODALITIES[src.modality].ledger_table
         if table is not None:
             rows[table.name].append(table.row(run, src, totals, counts))
+    rows["domain_tokens"] = _domain_tokens(run, plan, markers, out)
     for table, more in transparency_rows(run, r, optout_index(plan.recipe)).items():
         rows[table] += more
     rows["encoders"] = encoder_rows(run, plan.tokenize, markers)

@@ -4,8 +4,8 @@
 - `source_origins`: each source's category in the template's section 2 and why (declared or derived);
 - `robots_snapshots`: the robots.txt snapshot dates the opt-out read and how many domains each held;
 - `domain_tokens`: documents and tokens in each source's main shards per web domain of the page URL
-  (registrable domain, else host), counted by the tokenize tasks where the tokens are counted
-  (`curation.runtime.tasks.run_tokenize`), not on the driver per record.
+  (registrable domain, else host), counted by the tokenize tasks where the tokens are counted and summed per
+  source by the merge tasks (`curation.runtime.tasks`), into files that DuckDB copies: never on the driver.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "domain_tokens": pa.schema([("run", pa.string()), ("source", pa.string()), ("web_domain", pa.string()),
                                 ("documents", pa.int64()), ("tokens", pa.int64())]),
 }
+DOMAIN_COLUMNS = tuple(SCHEMAS["domain_tokens"].names)
 
 def origin(src, declared: dict[str, str]) -> tuple[str, str]:
     """(category, basis) of a source in the template's section 2."""

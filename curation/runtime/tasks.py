@@ -16,13 +16,16 @@ from curation.core.io import as_location
 from curation.core.layout import (
     codes_dir,
     decisions_path,
+    domains_path,
     drops_path,
     part_prefix,
     processed_path,
     quarantine_path,
+    source_domains_path,
     source_prefix,
 )
 from curation.core.node import Node
+from curation.core.parts import sum_parts
 from curation.core.record import QuarantineSink
 from curation.core.vocab import Block
 from curation.plan.pipeline import build_steps, encoder_spec, process_chain
@@ -37,6 +40,7 @@ from curation.steps.registry import MODALITIES
 
 DECISIONS = pa.schema([("shard", pa.string()), ("id", pa.string()), ("step", pa.string()), ("outcome", pa.string()),
                        ("reason", pa.string()), ("detail", pa.string())])
+DOMAINS = pa.schema([("web_domain", pa.string()), ("documents", pa.int64()), ("tokens", pa.int64())])
 
 
 def _rel(out: Path, path: Path) -> str:
@@ -107,7 +111,8 @@ def run_tokenize(out: Path, node: Node) -> dict:
     writers = {suffix: IndexedWriter(Path(f"{prefix}{suffix}")) for suffix in spec["outputs"]}
     records = documents = tokens = 0
     # documents and tokens of the main shards per web domain of the page URL ("" without one): the
-    # ledger's `domain_tokens`, counted here where the tokens are, not on the driver per record
+    # ledger's `domain_tokens`, counted here where the tokens are and written as a part file that the
+    # merge task sums (a shard can hold thousands of domains: in the marker, the driver would hold them all)
     domains: dict[str, list[int]] = {}
     try:
         for record in stream:
@@ -128,7 +133,12 @@ def run_tokenize(out: Path, node: Node) -> dict:
     for w in writers.values():
         w.close()
     checkpoint.clear()
-    sunk = _write_sink(out, node, sink, "tokenize")
+    domain_file = domains_path(out, src.name, node.shard)
+    counted = sorted(domains.items())   # "" (no URL) first, as NULL
+    atomic_write_parquet(domain_file, pa.table({"web_domain": [d or None for d, _ in counted],
+                                                "documents": [c[0] for _, c in counted],
+                                                "tokens": [c[1] for _, c in counted]}, schema=DOMAINS))
+    sunk = [*_write_sink(out, node, sink, "tokenize"), _rel(out, domain_file)]
     return {"stats": [s.stats.to_json() for s in steps], "records": records, "documents": documents,
             # where each codec ran and at which precision (`curation.steps.device`; the ledger's `encoders`)
             "encoders": [p.to_json() for s in steps for p in getattr(s, "placements", [])],
@@ -136,7 +146,7 @@ def run_tokenize(out: Path, node: Node) -> dict:
             **({"image_batches": b} if (b := [x for s in steps for x in getattr(s, "planned", [])]) else {}),
             # seconds loading, encoding and in all, of the codec steps (benchmarks: the encoder's busy share)
             **({"timing": t} if (t := [s.timing for s in steps if hasattr(s, "timing")]) else {}),
-            "tokens": tokens, "domains": dict(sorted(domains.items())),
+            "tokens": tokens,
             "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
                           for ext in (".bin", ".idx")), *sunk]}
 
@@ -144,11 +154,20 @@ def run_tokenize(out: Path, node: Node) -> dict:
 def run_merge(out: Path, node: Node) -> dict:
     """Each output's parts concatenated in shard order; the marker carries what the ledger and manifests need
     of every merged shard (`shards`: suffix -> documents, tokens by modality, bytes and sha256 of its files),
-    computed here as the bytes are written, so the driver never reads the shards again."""
+    computed here as the bytes are written, so the driver never reads the shards again; and (`domains`) the
+    file of the source's documents and tokens per web domain, summed from its tokenize tasks' files."""
     prefix = source_prefix(out, node.source)
     layout = node.spec["vocab"]
+    outputs: list[str] = []
+    extra: dict[str, str] = {}
+    counted = [domains_path(out, node.source, s) for s in node.spec["shards"]]
+    if all(p.is_file() for p in counted):   # tokenize tasks of an older curate wrote none: the driver counts
+        summed = source_domains_path(out, node.source)
+        sum_parts(counted, ("web_domain",), ("documents", "tokens"), summed, {"source": node.source})
+        outputs.append(_rel(out, summed))
+        extra["domains"] = _rel(out, summed)
     blocks = [Block(name, start, size) for name, start, size in layout["blocks"]]
-    outputs, shards = [], {}
+    shards = {}
     for suffix in node.spec["outputs"]:   # the source's shards, and its other outputs (.no_reasoning, ...) alike
         target = Path(f"{prefix}{suffix}")
         counter, hashes = TokenCounter(blocks, layout["reserved"], f"{target}.bin"), {}
@@ -159,7 +178,7 @@ def run_merge(out: Path, node: Node) -> dict:
                           "files": {ext: {"bytes": Path(f"{target}{ext}").stat().st_size, "sha256": hashes[ext]}
                                     for ext in exts}}
         outputs += [f"{_rel(out, prefix)}{suffix}{ext}" for ext in exts]
-    return {"outputs": outputs, "shards": shards}
+    return {"outputs": outputs, "shards": shards, **extra}
 
 
 RECORD_TASKS = {"process": run_process, "tokenize": run_tokenize, "merge": run_merge}
