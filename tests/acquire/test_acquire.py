@@ -144,6 +144,9 @@ def test_acquisition_demo_recipe(tmp_path):
     assert drops[("cc_pages", "licence_share-alike")] > 0
     hub = next(s for s in res.rows["sources"] if s["source"] == "hub")
     assert hub["revision"] == "6195f7e9e1627d62b3c9072cb7836dafd7492305"
+    from tests.outputs import token_balance
+    ledger, shards, _ = token_balance(tmp_path / "out")   # the ledger balances with every shard
+    assert ledger == shards > 0
 
 
 def test_fsspec_keeps_sub_folders_and_parquet_metadata_of_any_type(tmp_path):

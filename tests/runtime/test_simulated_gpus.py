@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.outputs import token_balance
 from tests.runtime.test_ray_start_cluster import _curate, _netns_available
 
 pytestmark = pytest.mark.slow
@@ -122,6 +123,9 @@ def test_a_pipeline_with_device_auto_records_the_gpu_slot_and_writes_the_local_b
                 (tmp / "local" / "tokenized" / source / f"{source}.{ext}").read_bytes()
     ranks = {r["source"]: r for r in pq.read_table(tmp / "auto" / "ledger" / "rank_plan.parquet").to_pylist()}
     assert ranks["(all)"]["run_ranks"] == 2
+    for name in ("auto", "local"):   # recipes/images.yaml: the ledger balances with every shard
+        ledger, shards, _ = token_balance(tmp / name)
+        assert ledger == shards > 0
 
 
 def test_cuda_on_a_cluster_without_gpus_is_refused_before_any_task(gpu_cluster):
