@@ -58,6 +58,15 @@ def _env(work: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": str(ray_tmp), "TMPDIR": str(ray_tmp)}
 
 
+def _commit() -> str:
+    """The commit of the code that ran (with `+` when the work tree differs from it), for the report."""
+    import subprocess
+
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "curation"]).returncode
+    return (head.stdout.strip() or "?") + ("+" if dirty else "")
+
+
 def run_curate(corpus: Path, work: Path, n: int, executor: str, workers: int, keep: bool) -> dict:
     out = work / f"out-{n}-{executor}"
     shutil.rmtree(out, ignore_errors=True)
@@ -80,6 +89,7 @@ def run_curate(corpus: Path, work: Path, n: int, executor: str, workers: int, ke
     if not keep:
         shutil.rmtree(out, ignore_errors=True)
     return {"documents": n, "executor": executor, "workers": workers if executor == "ray" else 1,
+            "commit": _commit(),
             "wall": res.wall, "kept": tokens["documents"], "tokens": tokens["total_tokens"], "tasks": tasks,
             "phases": per_phase(res, windows), "processes": per_process(res), "load": os.getloadavg()[2], **sizes}
 

@@ -118,11 +118,12 @@ def _sizes(runs: dict) -> list[str]:
 
 def overview(results: dict) -> list[str]:
     runs = results.get("curate", {})
-    lines = ["| documents | input shards | input MB (gz) | wall s | docs/s | kept | tokens | driver peak MB | "
-             "largest worker peak MB | raylet MB | gcs MB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| documents | code | input shards | input MB (gz) | wall s | docs/s | kept | tokens | driver peak MB | "
+             "largest worker peak MB | raylet MB | gcs MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in _sizes(runs):
         r = runs[n]
-        lines.append(f"| {int(n):,} | {r['shards']} | {r['input_bytes'] / 1e6:,.0f} | {r['wall']:,.1f} | "
+        lines.append(f"| {int(n):,} | {r.get('commit', '?')} | {r['shards']} | {r['input_bytes'] / 1e6:,.0f} | "
+                     f"{r['wall']:,.1f} | "
                      f"{r['documents'] / r['wall']:,.0f} | {r['kept']:,} | {r['tokens']:,} | "
                      f"{_mb(_peak(r, 'driver'))} | {_mb(_peak(r, 'ray worker'))} | {_mb(_peak(r, 'raylet'))} | "
                      f"{_mb(_peak(r, 'gcs_server'))} |")
