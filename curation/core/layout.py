@@ -91,6 +91,12 @@ def exact_part_path(out: Path, modality: str, part: int) -> Path:
 
 
 def sig_path(out: Path, source: str, shard: str) -> Path:
+    """A shard's MinHash band keys, band-major with a table of partition slices (`curation.corpus.minhash_sig`)."""
+    return work_dir(out, "minhash") / "sig" / source / f"{shard}.bands"
+
+
+def sig_rows_path(out: Path, source: str, shard: str) -> Path:
+    """The row-major (documents × bands) `.npy` of earlier versions, still read from `dedup.minhash.index` folders."""
     return work_dir(out, "minhash") / "sig" / source / f"{shard}.npy"
 
 

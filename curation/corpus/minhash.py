@@ -1,10 +1,13 @@
 """Near-duplicate text removal with MinHash-LSH, as stages joined by files under `<out>/work/minhash/`:
 
-    signatures(source, shard)  band keys of every processed document      → sig/<source>/<shard>.npy
+    signatures(source, shard)  band keys of every processed document,
+                               band-major, each band by partition (`curation.
+                               corpus.minhash_sig`)                         → sig/<source>/<shard>.bands
     band(b, p)                 the keys of band b in hash partition p (a
-                               shuffle by band hash: a task holds 1/parts
-                               of one band column): documents sharing a
-                               bucket become edges to the bucket's first   → edges/<b>-<p>.npy
+                               shuffle by band hash: a task reads and holds
+                               1/parts of one band column, its slice of
+                               each shard): documents sharing a bucket
+                               become edges to the bucket's first           → edges/<b>-<p>.npy
     cc_scatter, cc_round,      connected components over the documents
     cc_settle, cc_resolve      that have an edge, in `partitions` hash
                                partitions of the documents (each task holds
@@ -52,6 +55,7 @@ from curation.corpus.minhash_cc import (
     run_scatter,
     run_settle,
 )
+from curation.corpus.minhash_sig import LAYOUT, header, read_band, read_keys, sig_file, write_signatures
 from curation.corpus.stream import column_batches
 from curation.errors import RecipeError
 from curation.steps.text.minhash import (
@@ -65,7 +69,21 @@ from curation.steps.text.minhash import (
 
 def run_signatures(out: Path, node: Node) -> dict:
     """Band keys of every document of one shard, its text read in batches (`curation.corpus.stream`): the
-    task holds one batch of text plus the keys (8 bytes per band per document), never the shard's text."""
+    task holds one batch of text plus the keys (8 bytes per band per document), never the shard's text.
+    Written band-major for the plan's partitions; when the file there holds the same keys laid out for
+    another partition count (`partitions` changed), they are re-laid out instead of recomputed."""
+    spec = node.spec
+    sig = sig_path(out, node.source, node.shard)
+    found = header(sig) if sig.is_file() else None
+    if found is not None and found[0] == spec["keys"]:
+        keys = read_keys(sig)
+    else:
+        keys = _signatures(out, node)
+    write_signatures(sig, keys, spec["partitions"], spec["keys"])
+    return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
+
+
+def _signatures(out: Path, node: Node) -> np.ndarray:
     spec = node.spec
     cfg, bands, rows = spec["cfg"], spec["bands"], spec["rows"]
     shingles = Shingler.cached(cfg["ngram"], cfg["language"])
@@ -79,26 +97,24 @@ def run_signatures(out: Path, node: Node) -> dict:
         batch[empty] = NO_SHINGLES  # texts without shingles match nothing
         keys[at:at + len(batch)] = batch
         at += len(batch)
-    sig = sig_path(out, node.source, node.shard)
-    save_array(sig, keys)
-    return {"documents": int(keys.shape[0]), "outputs": [str(sig.relative_to(out))]}
+    return keys
 
 
 def _band_partition(entries: list[tuple[Path, str, str]], band: int, part: int,
                     parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keys, source number, global index) of one band's keys that fall in hash partition `part`.
 
-    Shards are read one at a time (memory-mapped), so a task holds 1/parts of one band column."""
+    Each shard's slice is read with `os.pread` (`curation.corpus.minhash_sig.read_band`), one shard at a
+    time, so a task reads and holds 1/parts of one band column."""
     keys, source_idx, index, names, offset = [], [], [], [], 0
     for root, source, shard in entries:
-        col = np.asarray(np.load(sig_path(root, source, shard), mmap_mode="r")[:, band])
+        col, rows, n = read_band(sig_file(root, source, shard), band, part, parts)
         if source not in names:
             names.append(source)
-        mine = np.flatnonzero(col % np.uint64(parts) == part) if parts > 1 else np.arange(col.size)
-        keys.append(col[mine])
-        source_idx.append(np.full(mine.size, names.index(source), dtype=np.int32))
-        index.append(mine + offset)
-        offset += col.size
+        keys.append(col)
+        source_idx.append(np.full(rows.size, names.index(source), dtype=np.int32))
+        index.append(rows + offset)
+        offset += n
     if not keys:
         return np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, np.int64)
     return np.concatenate(keys), np.concatenate(source_idx), np.concatenate(index).astype(np.int64)
@@ -146,8 +162,9 @@ def index_shards(loaded, cfg, bands: int, rows: int) -> list[list[str]]:
         if got != want:
             raise RecipeError(f"dedup.minhash.index: {root} was built with {got}, this recipe uses {want}; "
                               f"the settings must match")
-        for sig in sorted((work_dir(root, "minhash") / "sig").glob("*/*.npy")):
-            shards.append([str(root), sig.parent.name, sig.stem])
+        found = {(p.parent.name, p.stem) for ext in ("bands", "npy")   # band-major, or an earlier version's
+                 for p in (work_dir(root, "minhash") / "sig").glob(f"*/*.{ext}")}
+        shards += [[str(root), source, shard] for source, shard in sorted(found, key=lambda s: (s[0], f"{s[1]}.npy"))]
     return shards
 
 
@@ -168,15 +185,19 @@ class MinHashPhase(CorpusPhase):
         cfg = ctx.loaded.recipe.dedup.minhash
         n_bands, rows = cfg.lsh()
         index = index_shards(ctx.loaded, cfg, n_bands, rows)
-        index_fp = [sha256_file(sig_path(Path(root), s, sh)) for root, s, sh in index]
+        index_fp = [sha256_file(sig_file(Path(root), s, sh)) for root, s, sh in index]
         process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
         shards = [(n.source, n.shard) for n in process]
         common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows, "index": index}
         sig_cfg = {"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows, "language": cfg.language}
+        # what the keys are (the band tasks' identity of their input, as before the band-major layout), and
+        # how this run lays them out: the signatures node's fingerprint covers both
+        keys = [fingerprint({"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint})
+                for p in process]
         signatures = [Node("signatures", p.source, p.shard, fingerprint(
-            {"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint}),
-            deps=[p.key], spec=common) for p in process]
-        sigs = [[n.source, n.shard, n.fingerprint] for n in signatures] + index_fp
+            {"keys": k, "layout": LAYOUT, "partitions": cfg.partitions}), deps=[p.key],
+            spec={**common, "partitions": cfg.partitions, "keys": k}) for p, k in zip(process, keys)]
+        sigs = [[n.source, n.shard, k] for n, k in zip(signatures, keys)] + index_fp
         band_spec = {**common, "partitions": cfg.partitions, "scope": cfg.scope, "shards": shards}
         bands = [Node("band", None, f"{b:03d}-{p:03d}", fingerprint(
             {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions, "scope": cfg.scope,

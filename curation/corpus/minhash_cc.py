@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_json, atomic_write_parquet, save_array
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row
-from curation.core.layout import edges_path, processed_path, sig_path, work_dir
+from curation.core.layout import edges_path, processed_path, work_dir
 from curation.core.node import Node
 from curation.core.partitioned_graph import (
     MAX_ROUNDS,
@@ -46,6 +46,7 @@ from curation.core.partitioned_graph import (
     round_part,
     scatter_part,
 )
+from curation.corpus.minhash_sig import documents, sig_file
 from curation.errors import RecipeError
 
 CC_ROUNDS = 2       # rounds planned as tasks; the settle task runs any further ones. Band edges are stars
@@ -182,7 +183,7 @@ def highest_quality(roots: np.ndarray, nodes: np.ndarray, scores: np.ndarray, in
 
 
 def _offsets(entries) -> np.ndarray:
-    sizes = [np.load(sig_path(root, source, shard), mmap_mode="r").shape[0] for root, source, shard in entries]
+    sizes = [documents(sig_file(root, source, shard)) for root, source, shard in entries]
     return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
 
 

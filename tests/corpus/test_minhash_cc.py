@@ -19,6 +19,7 @@ from curation.core.partitioned_graph import NotConverged, owner
 from curation.corpus import minhash_cc
 from curation.corpus.minhash import MinHashPhase
 from curation.corpus.minhash_cc import _names, _scores, corpus_shards, highest_quality
+from curation.corpus.minhash_sig import documents, sig_file, write_signatures
 from curation.recipe.schema import MinHashDedup
 
 SHARDS = [("a", "00000"), ("a", "00001"), ("b", "00000"), ("c", "00000")]
@@ -29,7 +30,7 @@ BANDS = 3
 def reference(out: Path, shards, index, cfg: dict, edges: np.ndarray):
     """Today's single-task clustering (6625ab0 `run_clusters`): duplicate rows and cluster rows."""
     entries = corpus_shards(out, shards, index)
-    sizes = [np.load(sig_path(root, source, shard), mmap_mode="r").shape[0] for root, source, shard in entries]
+    sizes = [documents(sig_file(root, source, shard)) for root, source, shard in entries]
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
     n_index = len(index)
     indexed = int(offsets[n_index])
@@ -61,7 +62,7 @@ def corpus(out: Path, rng, ties: bool) -> None:
         meta = [json.dumps({"q": float(s)}) for s in scores]
         atomic_write_parquet(processed_path(out, source, shard),
                              pa.table({"id": [f"{source}{shard}-{i}" for i in range(n)], "meta": meta}))
-        save_array(sig_path(out, source, shard), np.zeros((n, BANDS), np.uint64))
+        write_signatures(sig_path(out, source, shard), np.zeros((n, BANDS), np.uint64), 1, "0" * 16)
 
 
 def band_files(out: Path, edges: np.ndarray, parts: int, rng) -> None:

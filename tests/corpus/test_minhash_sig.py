@@ -1,0 +1,160 @@
+"""Band-major signature files (`curation.corpus.minhash_sig`): a band task's pread slice is the column the
+row-major file gave, the band edges are the same from either layout, and a resumed run whose signature files
+are row-major recomputes them (its signatures fingerprint moved) while its band and clustering tasks stay done."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from curation.core.atomic import save_array
+from curation.core.layout import edges_path, sig_path, sig_rows_path
+from curation.core.node import Node
+from curation.corpus import minhash_sig
+from curation.corpus.minhash import run_band
+from curation.corpus.minhash_sig import HEADER, documents, header, read_band, read_keys, sig_file, write_signatures
+from curation.steps.text.minhash import NO_SHINGLES
+
+FP = "0123456789abcdef"
+
+
+def _keys(rng, n: int, bands: int = 4, distinct: int = 50) -> np.ndarray:
+    """Few distinct keys (so buckets repeat), some NO_SHINGLES rows, some huge keys."""
+    keys = rng.integers(1, distinct, (n, bands)).astype(np.uint64)
+    keys[rng.random(n) < 0.1] = NO_SHINGLES
+    keys[rng.random((n, bands)) < 0.2] += np.uint64(2**63)
+    return keys
+
+
+def _column(keys: np.ndarray, band: int, part: int, parts: int) -> list[tuple[int, int]]:
+    """What main's band task took of a row-major file: (row, key) of the band's keys in partition `part`."""
+    col = keys[:, band]
+    mine = np.flatnonzero(col % np.uint64(parts) == part) if parts > 1 else np.arange(col.size)
+    return list(zip(mine.tolist(), col[mine].tolist()))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 37, 500])
+@pytest.mark.parametrize("parts", [1, 2, 3, 7, 16])
+def test_pread_slices_are_the_row_major_columns(tmp_path, n, parts):
+    keys = _keys(np.random.default_rng(n * 31 + parts), n)
+    path = tmp_path / "s.bands"
+    write_signatures(path, keys, parts, FP)
+    assert documents(path) == n
+    assert np.array_equal(read_keys(path), keys)
+    for band in range(keys.shape[1]):
+        got = []
+        for part in range(parts):
+            k, rows, docs = read_band(path, band, part, parts)
+            assert docs == n and k.dtype == np.uint64 and rows.dtype == np.int64
+            assert sorted(zip(rows.tolist(), k.tolist())) == _column(keys, band, part, parts)
+            assert (k % np.uint64(parts) == part).all() and (np.diff(k.astype(np.float64)) >= 0).all()
+            got += rows.tolist()
+        assert sorted(got) == list(range(n))   # every document once per band
+
+
+@pytest.mark.parametrize(("written", "read"), [(1, 4), (4, 1), (3, 5), (8, 2)])
+def test_a_file_laid_out_for_other_partitions_reads_the_same(tmp_path, written, read):
+    keys = _keys(np.random.default_rng(written), 120)
+    path = tmp_path / "s.bands"
+    write_signatures(path, keys, written, FP)
+    for band in range(keys.shape[1]):
+        for part in range(read):
+            k, rows, _ = read_band(path, band, part, read)
+            assert sorted(zip(rows.tolist(), k.tolist())) == _column(keys, band, part, read)
+
+
+def test_a_band_task_reads_only_its_slice(tmp_path, monkeypatch):
+    """Header, two table entries and the segment, by pread: 12 bytes per key of the slice, no map."""
+    keys = _keys(np.random.default_rng(3), 1000, bands=14)
+    path = tmp_path / "s.bands"
+    write_signatures(path, keys, 8, FP)
+    read = []
+    real = os.pread
+    monkeypatch.setattr(minhash_sig.os, "pread", lambda fd, size, at: read.append(size) or real(fd, size, at))
+    monkeypatch.setattr(minhash_sig.np, "load", None)   # never memory-mapped
+    k, _, _ = read_band(path, 5, 3, 8)
+    assert sum(read) == HEADER.size + 16 + 12 * k.size
+    assert sum(read) < path.stat().st_size / 100
+
+
+def test_row_major_files_of_earlier_versions_are_read(tmp_path):
+    keys = _keys(np.random.default_rng(9), 60)
+    save_array(sig_rows_path(tmp_path, "a", "0"), keys)
+    path = sig_file(tmp_path, "a", "0")
+    assert path.suffix == ".npy" and documents(path) == 60 and np.array_equal(read_keys(path), keys)
+    for part in range(3):
+        k, rows, _ = read_band(path, 2, part, 3)
+        assert sorted(zip(rows.tolist(), k.tolist())) == _column(keys, 2, part, 3)
+    write_signatures(sig_path(tmp_path, "a", "0"), keys, 3, FP)
+    assert sig_file(tmp_path, "a", "0").suffix == ".bands"   # the band-major file wins
+
+
+def _edges(out, shards, band: int, parts: int, scope: str) -> list[list[list[int]]]:
+    found = []
+    for part in range(parts):
+        spec = {"band": band, "part": part, "partitions": parts, "scope": scope, "index": [], "shards": shards}
+        run_band(out, Node("band", None, f"{band}-{part}", "fp", spec=spec))
+        found.append(np.load(edges_path(out, band, part)).tolist())
+    return found
+
+
+@pytest.mark.parametrize("parts", [1, 3, 8])
+@pytest.mark.parametrize("scope", ["global", "source"])
+def test_band_edges_are_those_of_the_row_major_layout(tmp_path, parts, scope):
+    """Every band file (edges and their order) the same from band-major files as from main's row-major ones,
+    with an empty shard and a one-document shard among them."""
+    rng = np.random.default_rng(parts)
+    shards = [("a", "0"), ("a", "1"), ("a", "2"), ("b", "0"), ("b", "1")]
+    sizes = [50, 0, 1, 70, 33]
+    old, new = tmp_path / "old", tmp_path / "new"
+    for (source, shard), n in zip(shards, sizes):
+        keys = _keys(rng, n, distinct=30)
+        save_array(sig_rows_path(old, source, shard), keys)
+        write_signatures(sig_path(new, source, shard), keys, parts, FP)
+    for band in range(4):
+        want = _edges(old, shards, band, parts, scope)
+        assert _edges(new, shards, band, parts, scope) == want
+        assert sum(map(len, want)) > 0
+
+
+@pytest.mark.slow
+def test_a_resumed_row_major_run_recomputes_its_signatures_only(tmp_path):
+    """An output folder written before the band-major layout (row-major `.npy`, markers with the old
+    fingerprint): the re-run recomputes the signatures (their fingerprint moved), skips the band and
+    clustering tasks (theirs did not: the keys are the same), removes the `.npy` files and writes the same
+    clusters and drop lists."""
+    from curation.commands.run import run
+    from tests.conftest import make_recipe, write_jsonl
+    from tests.steps.text.test_minhash import _demo_docs
+
+    texts = _demo_docs(10)
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts + [t + " Thanks for reading." for t in texts[:4]])]
+    write_jsonl(tmp_path / "a.jsonl", docs)
+    recipe = make_recipe(tmp_path, {"web": [tmp_path / "a.jsonl"]}, extra="dedup: {exact: null, minhash: {partitions: 2}}")
+    out = tmp_path / "out"
+    first = run(recipe, out, progress=False)
+    drops = sorted((out / "work" / "minhash" / "drops").rglob("*.parquet"))
+    before = {p: p.read_bytes() for p in drops}
+    assert first.rows["clusters"] and before
+    markers = out / "work" / "markers"
+    sig_markers = sorted((markers / "signatures").rglob("*.json"))
+    band_markers = sorted((markers / "band").rglob("*.json"))
+    for m in sig_markers:   # back to what the previous version wrote
+        marker = json.loads(m.read_text())
+        bands = out / marker["outputs"][0]
+        source, shard = bands.parent.name, bands.stem
+        keys_fp = header(bands)[0]   # the keys' fingerprint: what the signatures node's fingerprint was
+        save_array(sig_rows_path(out, source, shard), read_keys(bands))
+        bands.unlink()
+        marker.update(fingerprint=keys_fp, outputs=[str(sig_rows_path(out, source, shard).relative_to(out))])
+        m.write_text(json.dumps(marker))
+    band_times = [m.stat().st_mtime_ns for m in band_markers]
+    second = run(recipe, out, progress=False)
+    assert second.rows["clusters"] == first.rows["clusters"]
+    assert {p: p.read_bytes() for p in drops} == before
+    assert [m.stat().st_mtime_ns for m in band_markers] == band_times   # not re-run
+    assert not list((out / "work" / "minhash" / "sig").rglob("*.npy"))
+    for m in sig_markers:
+        assert json.loads(m.read_text())["outputs"][0].endswith(".bands")
