@@ -35,6 +35,7 @@ LAYOUT = "band-major-1"             # in the signatures node's fingerprint
 HEADER = struct.Struct("<8s16sQII")
 _OFFSET = struct.Struct("<q")
 MAX_ROWS = 1 << 32                  # rows are stored as uint32
+NO_READAHEAD = True                 # POSIX_FADV_RANDOM on a band task's reads (bench_band.py measures both)
 
 
 def sig_file(root: Path, source: str, shard: str) -> Path:
@@ -135,6 +136,8 @@ def read_band(path: Path, band: int, part: int, parts: int) -> tuple[np.ndarray,
         return col[mine], mine.astype(np.int64), int(col.size)
     fd = os.open(path, os.O_RDONLY)
     try:
+        if NO_READAHEAD:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead beyond the pages asked for
         head = _pread(fd, HEADER.size, 0)
         magic, _, n, bands, have = HEADER.unpack(head)
         if magic != MAGIC or band >= bands:

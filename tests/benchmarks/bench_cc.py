@@ -34,7 +34,7 @@ BANDS, SHARD = 14, 10_000
 
 def build(out: Path, n: int, parts: int, seed: int = 0) -> tuple[list, int]:
     from curation.core.atomic import atomic_write_parquet, save_array
-    from curation.core.layout import edges_path, processed_path, sig_path
+    from curation.core.layout import edges_path, processed_path, work_dir
     rng = np.random.default_rng(seed)
     shards = []
     for k, at in enumerate(range(0, n, SHARD)):
@@ -44,7 +44,8 @@ def build(out: Path, n: int, parts: int, seed: int = 0) -> tuple[list, int]:
         atomic_write_parquet(processed_path(out, source, shard), pa.table(
             {"id": [f"{source}-{shard}-{i}" for i in range(size)],
              "meta": [json.dumps({"q": float(q)}) for q in rng.random(size)]}))
-        save_array(sig_path(out, source, shard), np.zeros((size, BANDS), np.uint64))
+        # only the document count is read: a row-major file, which main's code and this code both read
+        save_array(work_dir(out, "minhash") / "sig" / source / f"{shard}.npy", np.zeros((size, BANDS), np.uint64))
     # canonical order is source order then shard: web_a's shards first
     shards.sort(key=lambda s: (s[0], s[1]))
     c = n // 20

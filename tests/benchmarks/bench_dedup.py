@@ -178,7 +178,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from curation.corpus.minhash import corpus_shards, _band_partition
 out = Path(sys.argv[1])
-shards = [(p.parent.name, p.stem) for p in sorted((out / "work" / "minhash" / "sig").glob("*/*.npy"))]
+shards = sorted({(p.parent.name, p.stem) for p in (out / "work" / "minhash" / "sig").glob("*/*")})
 tracemalloc.start()
 keys, _, _ = _band_partition(corpus_shards(out, shards, []), 0, 0, int(sys.argv[3]))
 print(tracemalloc.get_traced_memory()[1], keys.size)

@@ -81,7 +81,7 @@ def run_curate(corpus: Path, work: Path, n: int, executor: str, workers: int, ke
     markers = out / "work" / "markers"
     tasks = {s: sum(1 for _ in (markers / s).rglob("*.json")) + (markers / f"{s}.json").is_file() for s in STAGES}
     sizes = {"tokenized_bytes": sum(p.stat().st_size for p in (out / "tokenized").rglob("*") if p.is_file()),
-             "sig_bytes": sum(p.stat().st_size for p in (out / "work" / "minhash" / "sig").rglob("*.npy")),
+             "sig_bytes": sum(p.stat().st_size for p in (out / "work" / "minhash" / "sig").rglob("*") if p.is_file()),
              "edges": sum(json.loads(p.read_text()).get("edges", 0)
                           for p in (out / "work" / "markers" / "band").rglob("*.json")),
              "exact_shared": sum(json.loads(p.read_text()).get("shared", 0)

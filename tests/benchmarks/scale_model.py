@@ -112,13 +112,18 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
             note = "embarrassingly parallel; a task's memory is bounded by its shard (5,000 documents)"
         elif phase == "band":
             tasks = BANDS * band_parts
-            reads = tasks * docs * SIG_BYTES    # every band task reads every signature file whole (row-major)
+            slices = tasks * shards             # each task preads its (band, partition) slice of every shard
+            asked = docs * BANDS * 12 + slices * 56   # key + row per document and band; header, 2 table entries
+            # from storage in 4 KiB pages (no readahead): the header's, the table entry's and the slice's
+            reads = slices * 4096 * (2 + math.ceil(docs / shards / band_parts * 12 / 4096))
+            row_major = tasks * docs * SIG_BYTES   # before: every task read every shard's whole file
             secs = b * workers * docs / min(tasks, total_cores) + reads / (nodes * NODE_IO)
             held = docs / band_parts * 16 * 3
             mem = f"{min(cores, tasks / nodes) * held / 1e9:,.1f} GB ({held / 1e9:,.2f} GB per task)"
-            note = (f"{tasks} tasks ({band_parts} partitions); each reads every shard's whole signature file "
-                    f"(the band column is strided in a row-major array): {reads / 1e12:,.0f} TB read in all. "
-                    f"Storing signatures band-major, sorted by partition, reads {docs * SIG_BYTES / 1e12:.2f} TB once")
+            note = (f"{tasks} tasks ({band_parts} partitions); each preads its slice of every shard's band-major "
+                    f"signature file: {asked / 1e12:,.2f} TB asked for, {reads / 1e12:,.2f} TB of 4 KiB pages "
+                    f"({slices / 1e6:,.0f}M slices of ~{docs / shards / band_parts * 12:,.0f} bytes: the page floor); "
+                    f"row-major it was {row_major / 1e12:,.0f} TB (reports/benchmarks/band_major.md)")
         elif phase == "exact_part":
             reads = docs * KEY_BYTES
             secs = b * workers * docs / min(exact_parts, total_cores) + reads / (nodes * NODE_IO) + \
