@@ -158,3 +158,46 @@ def test_a_resumed_row_major_run_recomputes_its_signatures_only(tmp_path):
     assert not list((out / "work" / "minhash" / "sig").rglob("*.npy"))
     for m in sig_markers:
         assert json.loads(m.read_text())["outputs"][0].endswith(".bands")
+
+
+def test_a_changed_partition_count_re_lays_out_the_same_keys(tmp_path, monkeypatch):
+    """The signatures task finds its keys (same fingerprint) laid out for 2 partitions: it writes them for 5
+    without reading any text (no processed shard here); keys of another fingerprint are computed."""
+    from curation.corpus import minhash
+    from curation.corpus.minhash import run_signatures
+
+    keys = _keys(np.random.default_rng(5), 80)
+    write_signatures(sig_path(tmp_path, "a", "0"), keys, 2, FP)
+    node = Node("signatures", "a", "0", "-", spec={"partitions": 5, "keys": FP})
+    assert run_signatures(tmp_path, node) == {"documents": 80, "outputs": ["work/minhash/sig/a/0.bands"]}
+    assert header(sig_path(tmp_path, "a", "0")) == (FP, 80, 4, 5)
+    assert np.array_equal(read_keys(sig_path(tmp_path, "a", "0")), keys)
+    computed = keys[:7] + np.uint64(1)
+    monkeypatch.setattr(minhash, "_signatures", lambda out, node: computed)
+    run_signatures(tmp_path, Node("signatures", "a", "0", "-", spec={**node.spec, "keys": "f" * 16}))
+    assert header(sig_path(tmp_path, "a", "0")) == ("f" * 16, 7, 4, 5)
+    assert np.array_equal(read_keys(sig_path(tmp_path, "a", "0")), computed)
+
+
+def test_index_folders_of_either_layout(tmp_path):
+    """`dedup.minhash.index` takes an earlier folder's band-major and row-major files (one entry per shard,
+    in the order the row-major paths sorted in)."""
+    from types import SimpleNamespace
+
+    from curation.core.layout import work_dir
+    from curation.corpus.minhash import index_shards
+
+    old = tmp_path / "old"
+    want = {"ngram": 5, "seed": 1, "language": "eng", "bands": 4, "rows": 2}
+    (work_dir(old, "minhash")).mkdir(parents=True)
+    (work_dir(old, "minhash") / "params.json").write_text(json.dumps(want))
+    keys = _keys(np.random.default_rng(1), 10)
+    save_array(sig_rows_path(old, "b", "00001"), keys)
+    save_array(sig_rows_path(old, "a", "00000"), keys)              # both layouts of one shard: listed once
+    write_signatures(sig_path(old, "a", "00000"), keys, 3, FP)
+    write_signatures(sig_path(old, "a", "00000-x"), keys, 3, FP)    # '-' sorts before '.' in "00000.npy"
+    cfg = SimpleNamespace(index=[str(old)], ngram=5, seed=1, language="eng")
+    loaded = SimpleNamespace(resolve=lambda folder: old)
+    assert index_shards(loaded, cfg, 4, 2) == [[str(old), "a", "00000-x"], [str(old), "a", "00000"],
+                                               [str(old), "b", "00001"]]
+    assert sig_file(old, "a", "00000").suffix == ".bands" and sig_file(old, "b", "00001").suffix == ".npy"
