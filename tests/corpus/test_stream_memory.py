@@ -40,7 +40,8 @@ def shard(name, count):
 items = [Item("bench", str(i), " ".join(random.Random(i).choices(words, k=60))) for i in range(50)]
 table = build_index(items, 13, 4, decont_dir(out) / "index")
 pq.write_table(table, decont_dir(out) / "items.parquet")
-spec = {"cfg": {"ngram": 5, "language": "eng", "seed": 1}, "bands": 14, "rows": 8} if task == "signatures" else \
+spec = {"cfg": {"ngram": 5, "language": "eng", "seed": 1}, "bands": 14, "rows": 8, "partitions": 8,
+        "keys": "0" * 16} if task == "signatures" else \
     {"ngram": 13, "shards": 4, "threshold": 0.5}
 run = run_signatures if task == "signatures" else run_decont
 shard("warm", 2000)   # two full batches: what one batch allocates is in the baseline
