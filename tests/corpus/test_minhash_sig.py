@@ -201,3 +201,23 @@ def test_index_folders_of_either_layout(tmp_path):
     assert index_shards(loaded, cfg, 4, 2) == [[str(old), "a", "00000-x"], [str(old), "a", "00000"],
                                                [str(old), "b", "00001"]]
     assert sig_file(old, "a", "00000").suffix == ".bands" and sig_file(old, "b", "00001").suffix == ".npy"
+
+
+def test_partitions_move_the_signatures_layout_not_their_keys(tmp_path):
+    """The signatures node's fingerprint covers the layout's partitions; the keys' fingerprint (what the band
+    tasks' fingerprints cover, as before the band-major layout) does not move with them."""
+    from curation.plan.graph import load_plan
+    from tests.conftest import make_recipe, write_jsonl
+
+    write_jsonl(tmp_path / "a.jsonl", [{"id": "d0", "text": "one two three four five six"}])
+    plans = []
+    for parts in (1, 3):
+        folder = tmp_path / str(parts)
+        folder.mkdir()
+        recipe = make_recipe(folder, {"web": [tmp_path / "a.jsonl"]},
+                             extra=f"dedup: {{exact: null, minhash: {{partitions: {parts}}}}}")
+        plans.append({n.key: n for n in load_plan(recipe).nodes()})
+    (sig1,), (sig3,) = ([n for n in p.values() if n.phase == "signatures"] for p in plans)
+    assert sig1.fingerprint != sig3.fingerprint and sig1.spec["keys"] == sig3.spec["keys"]
+    assert (sig1.spec["partitions"], sig3.spec["partitions"]) == (1, 3)
+    assert plans[0]["process/web/00000"].fingerprint == plans[1]["process/web/00000"].fingerprint
