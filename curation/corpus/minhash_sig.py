@@ -96,7 +96,7 @@ def _pread(fd: int, size: int, at: int) -> bytes:
 
 def header(path: Path) -> tuple[str, int, int, int] | None:
     """(keys fingerprint, documents, bands, partitions) of a band-major file; None for another file."""
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:   # the 40 bytes, not a buffer's 8 KB (cc_resolve reads every shard's)
         head = f.read(HEADER.size)
     if len(head) < HEADER.size or head[:8] != MAGIC:
         return None
