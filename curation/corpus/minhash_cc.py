@@ -1,6 +1,7 @@
 """MinHash clustering in hash partitions: the stages after `band` (`curation.corpus.minhash`), joined by files
 under `<out>/work/minhash/cc/`, so that no task holds more than about 1/parts of the band edges (the
-algorithm and why it is exact: `curation.core.partitioned_graph`):
+algorithm and why it is exact: `curation.core.partitioned_graph`; its rounds as tasks joined by files:
+`curation.corpus.cc_files`):
 
     cc_scatter(q)    partition q's edges, read from every band file (memory-
                      mapped, one at a time); its nodes with their own labels      → cc/edges/q.npy, cc/r000/q*

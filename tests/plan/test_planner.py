@@ -17,14 +17,16 @@ from tests.conftest import REPO, TEXT_DEMO, english_doc, make_recipe, write_json
 
 def test_the_demo_runs_the_phase_table_in_order():
     plan = load_plan(TEXT_DEMO)
-    assert [s.name for s in plan.stages] == ["process", "exact_keys", "exact_part", "exact", "signatures", "band",
+    assert [s.name for s in plan.stages] == ["process", "exact_keys", "exact_part", "exact_scatter", "exact_round",
+                                             "exact_round", "exact_settle", "exact_resolve", "exact", "signatures", "band",
                                              "cc_scatter", "cc_round", "cc_round", "cc_settle",
                                              "cc_resolve", "clusters", "decont_index", "decont", "decont_resolve", "select_scores",
                                              "select_resolve", "tokenize", "merge"]
     assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont", "select"]
-    # 8 shards: exact dedup has keys per shard and one hash range per shard (at most 1024); MinHash clustering
-    # has one partition: a scatter, 2 rounds, the settle, one resolve and the clusters task
-    assert len(plan.nodes()) == 83 and len({n.key for n in plan.nodes()}) == 83
+    # 8 shards: exact dedup has keys per shard and 8 partitions (one per shard, at most 1024), each a hash range,
+    # a scatter, 2 rounds and a resolve task, then the settle and the assembly; MinHash clustering has one
+    # partition: a scatter, 2 rounds, the settle, one resolve and the clusters task
+    assert len(plan.nodes()) == 116 and len({n.key for n in plan.nodes()}) == 116
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
