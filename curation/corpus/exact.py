@@ -220,10 +220,12 @@ class ExactPhase(CorpusPhase):
 
     def explain(self, nodes: list[Node]) -> str:
         final = [n for n in nodes if n.phase == "exact"]
-        count = {stage: sum(n.phase == stage for n in nodes) for stage in ("exact_keys", "exact_part")}
-        n_cc = sum(n.phase in CC_STAGES for n in nodes)
-        return (f"exact and URL dedup: {count['exact_keys']} key tasks → {count['exact_part']} hash-range tasks → "
-                f"{n_cc} partitioned component tasks → " +
+        count = {stage: sum(n.phase == stage for n in nodes) for stage in ("exact_keys", "exact_part", *CC_STAGES)}
+        url = next((n.spec["url"] for n in nodes if n.phase == "exact_keys"), None)
+        scope = next((n.spec["scope"] for n in nodes if n.phase == "exact_part"), "global")
+        what = f"exact and URL (meta[{url!r}]) dedup" if url else "exact dedup"
+        return (f"{what}, {scope}: {count['exact_keys']} key tasks → {count['exact_part']} hash-range tasks → "
+                f"{sum(count[s] for s in CC_STAGES)} component tasks ({count['exact_resolve']} resolve) → " +
                 ", ".join(f"exact({n.shard}) {n.fingerprint}" for n in final))
 
     def drop_node(self, stages: list[list[Node]], src) -> Node:
