@@ -89,10 +89,11 @@ def test_adding_a_source_re_tokenizes_no_shard_whose_drop_lists_did_not_change(t
     after = json.loads(marker.read_text())
     assert after["fingerprint"] != before["fingerprint"] and after["digest"] == before["digest"]
     ran = second.executed
-    # process b, exact keys of b and 2 hash ranges (a and b: one per shard), exact/text, signatures b,
-    # 14 bands, the partitioned components (1 scatter, 2 rounds, settle, 1 resolve), clusters, tokenize b,
-    # merge b: never tokenize a or merge a
-    assert ran == 1 + 1 + 2 + 1 + 1 + 14 + 5 + 1 + 1 + 1, ran
+    # process b, exact keys of b and 2 partitions (a and b: one per shard), each a hash range, a scatter, 2
+    # rounds and a resolve, then the settle and exact/text; signatures b, 14 bands, MinHash's partitioned
+    # components (1 scatter, 2 rounds, settle, 1 resolve), clusters, tokenize b, merge b: never tokenize a
+    # or merge a
+    assert ran == 1 + 1 + 2 * 5 + 1 + 1 + 1 + 14 + 5 + 1 + 1 + 1, ran
     assert (out / "tokenized" / "a" / "a.bin").read_bytes() == (tmp_path / "a.bin").read_bytes()
     assert first.rows["tokens"][0] == dict(second.rows["tokens"][0], run=first.rows["tokens"][0]["run"])
 
