@@ -128,8 +128,9 @@ def merge_parts(parts: list[np.ndarray]) -> np.ndarray:
 
 def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]], scope: str,
                        partitions: int = 1) -> list[dict]:
-    """The three stages in memory: (source, shard, hashes, ids, normalised urls) per shard in canonical
-    order -> one row per duplicate, in canonical order. The result is the same for any `partitions`."""
+    """The stages in memory (keys, hash ranges, components in `partitions` partitions): (source, shard,
+    hashes, ids, normalised urls) per shard in canonical order -> one row per duplicate, in canonical
+    order. The result is the same for any `partitions`."""
     keys = [sort_keys(shard_keys(h, u)) for _, _, h, _, u in shards]
     names = [(s, sh) for s, sh, *_ in shards]
     groups = _groups(names, scope)

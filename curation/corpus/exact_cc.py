@@ -23,6 +23,7 @@ component's smallest node, its label, is a key.
 from __future__ import annotations
 
 import json
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
@@ -172,12 +173,13 @@ def run_resolve(out: Path, node: Node) -> dict:
 
     found = duplicate_rows(dups, shards, ids)
     path, index = _resolve_paths(out, modality, q)
-    numbers = sorted({g >> ROW_BITS for g in dups[:, 0].tolist()})   # one row group per shard, in canonical order
+    numbers = []   # one row group per shard, in canonical order (`resolve` gives the rows by document)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with pq.ParquetWriter(tmp, DUPS, compression="zstd") as w:
-        for number in numbers:
-            w.write_table(pa.Table.from_pylist([r for r in found if r["node"] >> ROW_BITS == number], schema=DUPS))
+        for number, group in groupby(found, key=lambda r: r["node"] >> ROW_BITS):
+            numbers.append(number)
+            w.write_table(pa.Table.from_pylist(list(group), schema=DUPS))
     tmp.replace(path)
     atomic_write_json(index, {"shards": numbers, "rows": int(rows.shape[0]), "duplicates": len(found)})
     return {"rows": int(rows.shape[0]), "duplicates": len(found),
@@ -190,11 +192,12 @@ def run_assemble(out: Path, node: Node, phase) -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
     parts, modality = spec["partitions"], spec["modality"]
-    indexes = [json.loads(_resolve_paths(out, modality, q)[1].read_text())["shards"] for q in range(parts)]
+    groups = [{number: g for g, number in enumerate(json.loads(_resolve_paths(out, modality, q)[1].read_text())["shards"])}
+              for q in range(parts)]   # per part: shard number -> its row group
     files = [pq.ParquetFile(_resolve_paths(out, modality, q)[0]) for q in range(parts)]
     outputs, n = [], 0
     for number, shard in enumerate(shards):
-        pieces = [files[q].read_row_group(indexes[q].index(number)) for q in range(parts) if number in indexes[q]]
+        pieces = [files[q].read_row_group(groups[q][number]) for q in range(parts) if number in groups[q]]
         table = pa.concat_tables(pieces) if pieces else DUPS.empty_table()
         table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
         rows = table.to_pylist()
