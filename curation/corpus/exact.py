@@ -8,18 +8,23 @@ looked for within the same source only. Hashes are compared within one modality:
 a document's text share no meaning. The survivor rule, exactly: in canonical order, a record is kept
 when none of its keys belongs to an earlier kept record (`curation.corpus.partition`).
 
-Three stages, joined by files under `<out>/work/exact/`:
+Stages, joined by files under `<out>/work/exact/`:
 
     exact_keys(source, shard)   content and URL keys of the shard's records,
                                 read in batches, sorted by key                → keys/<source>/<shard>.npy
     exact_part(modality, p)     hash range p of every shard's keys (a slice
                                 of each, memory-mapped): the keys that repeat → parts/<modality>/<p>.npy
-    exact(modality)             the survivor rule over the documents with a
-                                repeated key; one drop list per shard          → drops/
+    exact_scatter, exact_round, the connected components of the graph of
+    exact_settle, exact_resolve documents and their repeated keys, in hash
+                                partitions; the survivor rule per component   → cc/<modality>/
+    exact(modality)             the resolved parts, shard by shard: one drop
+                                list per shard                                → drops/
+    (`curation.corpus.exact_cc`)
 
-A part task holds 1/partitions of the modality's keys (40 bytes per record and URL); the last stage
-holds the documents that have a repeated key (memory follows the duplicates, as in MinHash clustering)
-and reads only the ids of the shards that have one.
+A part task holds 1/partitions of the modality's keys (40 bytes per record and URL); a component task
+about 1/partitions of the repeated-key rows (memory follows the duplicates, as in MinHash clustering),
+and the assembly one shard's duplicates at a time. The same `partitions` (default: one per input shard
+of the modality, at most 1024) sets both.
 """
 from __future__ import annotations
 
@@ -27,7 +32,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from curation.core.atomic import save_array
 from curation.core.hashing import fingerprint
@@ -35,12 +39,19 @@ from curation.core.layout import exact_keys_path, exact_part_path, processed_pat
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
 from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.exact_cc import (
+    CC_ROUNDS,
+    duplicate_rows,
+    resolve_components,
+    run_assemble,
+    run_resolve,
+    run_round,
+    run_scatter,
+    run_settle,
+)
 from curation.corpus.partition import (
-    REASONS,
-    ROW_BITS,
     document,
     range_slice,
-    resolve,
     shard_keys,
     shared_keys,
     sort_keys,
@@ -48,6 +59,7 @@ from curation.corpus.partition import (
 from curation.corpus.stream import column_batches
 
 MAX_AUTO_PARTITIONS = 1024
+CC_STAGES = ("exact_scatter", "exact_round", "exact_settle", "exact_resolve")
 
 
 def _url(meta: str, field: str) -> str | None:
@@ -104,7 +116,8 @@ def run_part(out: Path, node: Node) -> dict:
 
 
 def merge_parts(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts' repeated keys with key numbers made unique across parts."""
+    """The parts' repeated keys with key numbers made unique across parts: what one task resolved before
+    the components were (`resolve` over it is the reference the partitioned resolution is proved against)."""
     offset, out = 0, []
     for p in parts:
         if p.shape[0]:
@@ -113,37 +126,45 @@ def merge_parts(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
 
 
-def duplicate_rows(dups: np.ndarray, shards: list[tuple[str, str]], ids) -> list[dict]:
-    """Rows (source, shard, id, reason, duplicate_of_source, duplicate_of_id, detail) of resolved
-    duplicates; `ids(shard number, rows)` gives the ids at those rows of that shard."""
-    mask = (1 << ROW_BITS) - 1
-    wanted: dict[int, set[int]] = {}
-    for g in np.concatenate([dups[:, 0], dups[:, 2]]).tolist():
-        wanted.setdefault(g >> ROW_BITS, set()).add(g & mask)
-    names = {}
-    for number, rows in sorted(wanted.items()):
-        rows = sorted(rows)
-        names.update({(number << ROW_BITS) | r: rid for r, rid in zip(rows, ids(number, rows))})
-    out = []
-    for g, kind, keep in dups.tolist():
-        (source, shard), (keep_source, _) = shards[g >> ROW_BITS], shards[keep >> ROW_BITS]
-        out.append({"source": source, "shard": shard, "id": names[g], "reason": REASONS[kind],
-                    "duplicate_of_source": keep_source, "duplicate_of_id": names[keep],
-                    "detail": f"{keep_source}/{names[keep]}"})
-    return out
-
-
 def resolve_duplicates(shards: list[tuple[str, str, list[bytes], list[str], list[str | None]]], scope: str,
                        partitions: int = 1) -> list[dict]:
-    """The three stages in memory: (source, shard, hashes, ids, normalised urls) per shard in canonical
-    order -> one row per duplicate, in canonical order. The result is the same for any `partitions`."""
+    """The stages in memory (keys, hash ranges, components in `partitions` partitions): (source, shard,
+    hashes, ids, normalised urls) per shard in canonical order -> one row per duplicate, in canonical
+    order. The result is the same for any `partitions`."""
     keys = [sort_keys(shard_keys(h, u)) for _, _, h, _, u in shards]
     names = [(s, sh) for s, sh, *_ in shards]
     groups = _groups(names, scope)
     parts = [part_shared([(n, groups[n], range_slice(k, p, partitions)) for n, k in enumerate(keys)])
              for p in range(partitions)]
-    dups = resolve(merge_parts(parts))
-    return duplicate_rows(dups, names, lambda n, rows: [shards[n][3][r] for r in rows])
+    dups = resolve_components(parts, partitions)
+    rows = duplicate_rows(dups, names, lambda n, rows: [shards[n][3][r] for r in rows])
+    return [{k: v for k, v in r.items() if k != "node"} for r in rows]
+
+
+def plan_components(modality: str, parts: int, ranges: list[Node], process: list[Node],
+                    shards: list[tuple[str, str]]) -> list[list[Node]]:
+    """The component stages of one modality (`curation.corpus.exact_cc`): per partition a scatter, CC_ROUNDS
+    rounds and a resolve task, and one settle task between them."""
+    fp = lambda what: fingerprint({"v": CODE_EPOCH, **what})  # noqa: E731
+    spec = {"modality": modality, "partitions": parts}
+    ranges_fp = [n.fingerprint for n in ranges]
+    scatter = [Node("exact_scatter", None, f"{modality}-{q:04d}", fp(
+        {"phase": "exact_scatter", "part": q, "parts": parts, "ranges": ranges_fp}),
+        deps=[n.key for n in ranges], spec={**spec, "part": q, "ranges": len(ranges)}) for q in range(parts)]
+    rounds, prev = [], scatter
+    for r in range(1, CC_ROUNDS + 1):   # a round reads every partition's previous round and its own edges
+        prev = [Node("exact_round", None, f"{modality}-{r:03d}-{q:04d}", fp(
+            {"phase": "exact_round", "round": r, "part": q, "prev": [n.fingerprint for n in prev],
+             "edges": scatter[q].fingerprint}), deps=sorted({n.key for n in prev} | {scatter[q].key}),
+            spec={**spec, "round": r, "part": q}) for q in range(parts)]
+        rounds.append(prev)
+    settle = Node("exact_settle", None, modality, fp({"phase": "exact_settle", "rounds": [n.fingerprint for n in prev]}),
+                  deps=[n.key for n in prev + scatter], spec={**spec, "rounds": CC_ROUNDS})
+    resolve = [Node("exact_resolve", None, f"{modality}-{q:04d}", fp(
+        {"phase": "exact_resolve", "part": q, "settle": settle.fingerprint}),
+        deps=[n.key for n in [settle, *prev, *scatter, *process]],   # labels, edges, ids
+        spec={**spec, "part": q, "shards": shards}) for q in range(parts)]
+    return [scatter, *rounds, [settle], resolve]
 
 
 class ExactPhase(CorpusPhase):
@@ -160,6 +181,7 @@ class ExactPhase(CorpusPhase):
         exact = ctx.loaded.recipe.dedup.exact
         cfg = exact.model_dump(mode="json")   # `partitions` is excluded: it does not change the result
         keys, parts, finals = [], [], []
+        cc: list[list[Node]] = [[] for _ in range(CC_ROUNDS + 3)]   # scatter, rounds, settle, resolve
         for modality in dict.fromkeys(s.modality for s in ctx.loaded.recipe.sources):
             process = [n for n in ctx.process if ctx.source(n.source).modality == modality]
             shards = [(n.source, n.shard) for n in process]
@@ -173,41 +195,44 @@ class ExactPhase(CorpusPhase):
                  "keys": listed}), deps=[n.key for n in mine],
                 spec={"modality": modality, "part": p, "partitions": n_parts, "scope": exact.scope,
                       "shards": shards}) for p in range(n_parts)]
+            graph = plan_components(modality, n_parts, mine_parts, process, shards)
             # the result is a function of the settings and the processed shards alone (whatever the
             # partitions), so the fingerprint covers exactly those
             finals.append(Node("exact", None, modality, fingerprint(
                 {"v": CODE_EPOCH, "phase": "exact", "cfg": cfg,
                  "process": [[n.source, n.shard, n.fingerprint] for n in process]}),
-                deps=[n.key for n in mine_parts] + [p.key for p in process],   # it reads the shards' ids
+                deps=[n.key for n in graph[-1]],   # the resolved parts (ids included)
                 spec={"modality": modality, "partitions": n_parts, "shards": shards}))
             keys += mine
             parts += mine_parts
-        return [keys, parts, finals]
+            for stage, nodes in zip(cc, graph):
+                stage += nodes
+        return [keys, parts, *cc, finals]
 
     def node_count(self, recipe, files: dict[str, int]) -> int:
         exact, n = recipe.dedup.exact, 0
-        for modality in dict.fromkeys(s.modality for s in recipe.sources):   # keys, hash ranges, one resolution
+        for modality in dict.fromkeys(s.modality for s in recipe.sources):
             shards = sum(files.get(s.name, 0) for s in recipe.sources if s.modality == modality)
-            n += shards + (exact.partitions or max(1, min(shards, MAX_AUTO_PARTITIONS))) + 1
+            parts = exact.partitions or max(1, min(shards, MAX_AUTO_PARTITIONS))
+            # keys per shard; per partition a hash range, a scatter, CC_ROUNDS rounds and a resolve task;
+            # the settle task and the assembly
+            n += shards + parts * (CC_ROUNDS + 3) + 2
         return n
+
+    def explain(self, nodes: list[Node]) -> str:
+        final = [n for n in nodes if n.phase == "exact"]
+        count = {stage: sum(n.phase == stage for n in nodes) for stage in ("exact_keys", "exact_part", *CC_STAGES)}
+        url = next((n.spec["url"] for n in nodes if n.phase == "exact_keys"), None)
+        scope = next((n.spec["scope"] for n in nodes if n.phase == "exact_part"), "global")
+        what = f"exact and URL (meta[{url!r}]) dedup" if url else "exact dedup"
+        return (f"{what}, {scope}: {count['exact_keys']} key tasks → {count['exact_part']} hash-range tasks → "
+                f"{sum(count[s] for s in CC_STAGES)} component tasks ({count['exact_resolve']} resolve) → " +
+                ", ".join(f"exact({n.shard}) {n.fingerprint}" for n in final))
 
     def drop_node(self, stages: list[list[Node]], src) -> Node:
         return next(n for n in stages[-1] if n.shard == src.modality)
 
     def runners(self):
-        return {"exact_keys": run_keys, "exact_part": run_part, "exact": self.run}
-
-    def run(self, out: Path, node: Node) -> dict:
-        spec = node.spec
-        shards = [tuple(s) for s in spec["shards"]]
-        shared = merge_parts([np.load(exact_part_path(out, spec["modality"], p))
-                              for p in range(spec["partitions"])])
-        dups = resolve(shared)
-
-        def ids(number: int, rows: list[int]) -> list[str]:
-            source, shard = shards[number]
-            col = pq.read_table(processed_path(out, source, shard), columns=["id"]).column("id")
-            return col.take(rows).to_pylist()
-
-        rows = duplicate_rows(dups, shards, ids)
-        return {"duplicates": len(rows), "outputs": self.write_drops(out, shards, rows)}
+        return {"exact_keys": run_keys, "exact_part": run_part, "exact_scatter": run_scatter,
+                "exact_round": run_round, "exact_settle": run_settle, "exact_resolve": run_resolve,
+                "exact": lambda out, node: run_assemble(out, node, self)}

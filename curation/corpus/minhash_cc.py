@@ -1,6 +1,7 @@
 """MinHash clustering in hash partitions: the stages after `band` (`curation.corpus.minhash`), joined by files
 under `<out>/work/minhash/cc/`, so that no task holds more than about 1/parts of the band edges (the
-algorithm and why it is exact: `curation.core.partitioned_graph`):
+algorithm and why it is exact: `curation.core.partitioned_graph`; its rounds as tasks joined by files:
+`curation.corpus.cc_files`):
 
     cc_scatter(q)    partition q's edges, read from every band file (memory-
                      mapped, one at a time); its nodes with their own labels      → cc/edges/q.npy, cc/r000/q*
@@ -33,19 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.core.atomic import atomic_write_json, atomic_write_parquet, save_array
+from curation.core.atomic import atomic_write_json, atomic_write_parquet
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row
 from curation.core.layout import edges_path, processed_path, work_dir
 from curation.core.node import Node
-from curation.core.partitioned_graph import (
-    MAX_ROUNDS,
-    NotConverged,
-    lookup_labels,
-    outbox_offsets,
-    owned_nodes,
-    round_part,
-    scatter_part,
-)
+from curation.core.partitioned_graph import MAX_ROUNDS
+from curation.corpus import cc_files
+from curation.corpus.cc_files import scatter, settle, state_path
 from curation.corpus.minhash_sig import documents, sig_file
 from curation.errors import RecipeError
 
@@ -68,19 +63,7 @@ def cc_dir(out: Path) -> Path:
 
 
 def _state(out: Path, r: int, q: int, kind: str = "") -> Path:
-    """Round r of partition q: `` (2, n) nodes and labels, `.out` proposals, `.off` their offsets, `.json`."""
-    return cc_dir(out) / f"r{r:03d}" / (f"{q:03d}{kind}" if kind == ".json" else f"{q:03d}{kind}.npy")
-
-
-def _write_round(out: Path, r: int, q: int, nodes: np.ndarray, labels: np.ndarray, outbox: np.ndarray,
-                 parts: int, changed: bool, **extra) -> list[str]:
-    paths = [_state(out, r, q), _state(out, r, q, ".out"), _state(out, r, q, ".off"), _state(out, r, q, ".json")]
-    save_array(paths[0], np.stack([nodes, labels]).astype(np.int64))
-    save_array(paths[1], outbox.astype(np.int64))
-    save_array(paths[2], outbox_offsets(outbox, parts).astype(np.int64))
-    atomic_write_json(paths[3], {"changed": changed, "nodes": int(nodes.size), "proposals": int(outbox.shape[0]),
-                                 **extra})
-    return [str(p.relative_to(out)) for p in paths]
+    return state_path(cc_dir(out), r, q, kind)
 
 
 def run_scatter(out: Path, node: Node) -> dict:
@@ -88,51 +71,19 @@ def run_scatter(out: Path, node: Node) -> dict:
     q, parts = spec["part"], spec["partitions"]
     files = [edges_path(out, b, p) for b in range(spec["bands"]) for p in range(parts)]
     band_edges = sum(np.load(f, mmap_mode="r").shape[0] for f in files)   # the edges the band tasks found
-    edges = scatter_part((np.load(f, mmap_mode="r") for f in files), q, parts)
-    path = cc_dir(out) / "edges" / f"{q:03d}.npy"
-    save_array(path, edges)
-    nodes = owned_nodes(edges, q, parts)
-    outputs = _write_round(out, 0, q, nodes, nodes, np.zeros((0, 2), np.int64), parts, True, band_edges=band_edges)
-    return {"edges": int(edges.shape[0]), "nodes": int(nodes.size), "outputs": [str(path.relative_to(out)), *outputs]}
-
-
-def _round(out: Path, r: int, q: int, parts: int) -> tuple[list[str], bool]:
-    """Round r of partition q from the files of round r - 1 (every partition's, memory-mapped)."""
-    prev = [np.load(_state(out, r - 1, p), mmap_mode="r") for p in range(parts)]
-    states = [(s[0], s[1]) for s in prev]
-    inbox = []
-    for p in range(parts):
-        off = np.load(_state(out, r - 1, p, ".off"))
-        if off[q + 1] > off[q]:
-            inbox.append(np.asarray(np.load(_state(out, r - 1, p, ".out"), mmap_mode="r")[off[q]:off[q + 1]]))
-    inbox = np.concatenate(inbox) if inbox else np.zeros((0, 2), np.int64)
-    edges = np.load(cc_dir(out) / "edges" / f"{q:03d}.npy")
-    nodes, labels = np.asarray(prev[q][0]), np.asarray(prev[q][1])
-    new, outbox, changed = round_part(q, parts, edges, nodes, labels, inbox,
-                                      lambda x: lookup_labels(states, x, parts))
-    return _write_round(out, r, q, nodes, new, outbox, parts, changed), changed
+    return scatter(out, cc_dir(out), (np.load(f, mmap_mode="r") for f in files), q, parts, band_edges=band_edges)
 
 
 def run_round(out: Path, node: Node) -> dict:
-    outputs, changed = _round(out, node.spec["round"], node.spec["part"], node.spec["partitions"])
+    outputs, changed = cc_files.run_round(out, cc_dir(out), node.spec["round"], node.spec["part"],
+                                          node.spec["partitions"])
     return {"changed": changed, "outputs": outputs}
 
 
-def _changed(out: Path, r: int, parts: int) -> bool:
-    return any(json.loads(_state(out, r, q, ".json").read_text())["changed"] for q in range(parts))
-
-
 def run_settle(out: Path, node: Node) -> dict:
-    parts, r = node.spec["partitions"], node.spec["rounds"]
-    outputs = []
-    while _changed(out, r, parts):
-        r += 1
-        if r > MAX_ROUNDS:
-            raise NotConverged(f"dedup.minhash: the near-duplicate graph's components did not settle in {MAX_ROUNDS} "
-                               f"rounds over {parts} partitions; its label chains are longer than any seen so far "
-                               f"(report the recipe), or lower dedup.minhash.partitions")
-        for q in range(parts):
-            outputs += _round(out, r, q, parts)[0]
+    parts = node.spec["partitions"]
+    r, outputs = settle(out, cc_dir(out), node.spec["rounds"], parts, "dedup.minhash: the near-duplicate graph",
+                        "dedup.minhash.partitions", MAX_ROUNDS)
     path = cc_dir(out) / "final.json"
     band_edges = json.loads(_state(out, 0, 0, ".json").read_text())["band_edges"]
     atomic_write_json(path, {"round": r, "band_edges": band_edges})

@@ -187,9 +187,10 @@ class ExactDedup(Strict):
     `url`: a metadata field holding the page URL; later records with the same normalised URL are
     dropped as re-crawls (`url_duplicate`), the cheap pass before MinHash.
 
-    `partitions`: hash ranges the keys are resolved in (default: one per input shard of the modality,
-    at most 1024); each task holds one range. The result is the same for any number (proved by the
-    tests), so it is in no fingerprint."""
+    `partitions`: hash ranges the keys are matched in, and partitions of the document–key graph whose
+    components the survivor rule resolves (default: one per input shard of the modality, at most 1024);
+    each task holds one range, or about 1/partitions of the repeated keys. The result is the same for
+    any number (proved by the tests), so it is in no fingerprint."""
     scope: Literal["source", "global"] = "global"
     url: str | None = None
     partitions: int | None = Field(default=None, ge=1, le=4096, exclude=True)

@@ -40,8 +40,8 @@ VOCAB = REPO / "tokenizers" / "curate-demo-v1.yaml"
 TOKENIZER = REPO / "tokenizers" / "curate-demo-bpe.json"
 RESULTS = REPO / "reports" / "benchmarks" / "scale.json"
 # the plan's stages for this recipe, in run order (`curate explain`); stages without markers are skipped
-STAGES = ["process", "exact_keys", "exact_part", "exact", "signatures", "band", "cc_scatter", "cc_round", "cc_settle",
-          "cc_resolve", "clusters", "tokenize", "merge"]
+STAGES = ["process", "exact_keys", "exact_part", "exact_scatter", "exact_round", "exact_settle", "exact_resolve", "exact",
+          "signatures", "band", "cc_scatter", "cc_round", "cc_settle", "cc_resolve", "clusters", "tokenize", "merge"]
 
 
 def recipe(folder: Path, corpus: Path) -> Path:

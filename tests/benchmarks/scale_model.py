@@ -23,7 +23,8 @@ import math
 KIND = {"start": "fixed", "process": "shard", "exact_keys": "shard", "signatures": "shard", "tokenize": "shard",
         "exact_part": "shuffle", "band": "shuffle", "cc_scatter": "shuffle", "cc_round": "shuffle",
         "cc_resolve": "shuffle", "cc_settle": "single", "exact": "single", "clusters": "single", "merge": "single",
-        "finish": "single"}
+        "finish": "single", "exact_scatter": "shuffle", "exact_round": "shuffle", "exact_resolve": "shuffle",
+        "exact_settle": "single"}
 NODE_IO = 2e9        # bytes/s a node reads from the shared store (assumed: NVMe or a parallel file system)
 BANDS, SIG_BYTES = 14, 14 * 8                 # MinHash band keys per document
 KEY_BYTES = 2 * 32                            # exact dedup: content and URL key entries (4 × uint64 each)
@@ -41,7 +42,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return max(my - b * mx, 0.0), b
 
 
-ORDER = ["start", "process", "exact_keys", "exact_part", "exact", "signatures", "band", "cc_scatter", "cc_round",
+ORDER = ["start", "process", "exact_keys", "exact_part", "exact_scatter", "exact_round", "exact_settle", "exact_resolve",
+         "exact", "signatures", "band", "cc_scatter", "cc_round",
          "cc_settle", "cc_resolve", "clusters", "tokenize", "merge", "finish"]
 
 

@@ -12,9 +12,8 @@ import pytest
 
 from curation.core.hashing import content_hash
 from curation.core.layout import drops_path, processed_path
-from curation.core.node import Node
 from curation.core.urls import normalize_url
-from curation.corpus.exact import ExactPhase, part_shared, resolve_duplicates, run_keys, run_part
+from curation.corpus.exact import part_shared, resolve_duplicates
 from curation.corpus.partition import range_slice, resolve, shard_keys, sort_keys
 from curation.steps.droplist import read_drops
 from tests.corpus.exact_oracle import sequential_duplicates
@@ -34,6 +33,7 @@ def generated(seed: int, n_shards: int = 9, per: int = 250, texts: int = 160, ur
     return sorted(shards, key=lambda sh: (sh[0], sh[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scope", ["global", "source"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_any_partition_count_gives_the_sequential_rule(seed, scope):
@@ -83,16 +83,9 @@ def _write_processed(out, shards, url_field="url"):
 @pytest.mark.parametrize("parts", [1, 5])
 def test_the_phase_tasks_write_the_sequential_rules_drop_lists(tmp_path, parts):
     shards = generated(4, n_shards=6, per=300)
-    _write_processed(tmp_path, shards)
+    from tests.corpus.test_exact_cc import run_phase_tasks  # every stage, the components' included
     names = [(s, sh) for s, sh, *_ in shards]
-    for s, sh in names:
-        run_keys(tmp_path, Node("exact_keys", s, sh, "fp", spec={"url": "url"}))
-    for p in reversed(range(parts)):   # task order is not canonical order
-        run_part(tmp_path, Node("exact_part", None, f"text-{p:04d}", "fp", spec={
-            "modality": "text", "part": p, "partitions": parts, "scope": "global", "shards": names}))
-    phase = ExactPhase()
-    payload = phase.run(tmp_path, Node("exact", None, "text", "fp", spec={
-        "modality": "text", "partitions": parts, "shards": names}))
+    payload = run_phase_tasks(tmp_path, shards, "global", parts)["exact"][0]
     want = sequential_duplicates(shards, "global")
     assert payload["duplicates"] == len(want)
     for s, sh in names:

@@ -16,8 +16,12 @@ def test_every_read_is_a_dep():
     final = {by_phase[name][0].key for name in ("exact", "clusters", "decont_resolve", "select_resolve")}
     for t in by_phase["tokenize"]:   # its shard, and the drop lists of every phase that covers it
         assert set(t.deps) == {f"process/{t.source}/{t.shard}", *final}, t.key
-    exact = by_phase["exact"][0]                       # the duplicates' ids, from the processed shards
-    assert process <= set(exact.deps)
+    exact = by_phase["exact"][0]                       # the resolved parts
+    assert {n.key for n in by_phase["exact_resolve"]} == set(exact.deps)
+    for scatter in by_phase["exact_scatter"]:           # every hash range's repeated keys
+        assert {n.key for n in by_phase["exact_part"]} <= set(scatter.deps)
+    for part in by_phase["exact_resolve"]:              # final labels, edges, and the duplicates' ids
+        assert {n.key for n in by_phase["exact_settle"] + by_phase["exact_scatter"]} | process <= set(part.deps)
     for scatter in by_phase["cc_scatter"]:              # the band edges
         assert {n.key for n in by_phase["band"]} <= set(scatter.deps)
     for part in by_phase["cc_resolve"]:                 # final labels, signature sizes, ids and scores

@@ -1,0 +1,99 @@
+"""Connected components in hash partitions as tasks joined by files: the rounds of
+`curation.core.partitioned_graph`, shared by the phases that cluster that way (MinHash clustering,
+`curation.corpus.minhash_cc`; exact and URL dedup, `curation.corpus.exact_cc`). Under a phase's folder `base`:
+
+    edges/q.npy         partition q's edges (`scatter_part`), written by its scatter task
+    rRRR/q.npy          round R of partition q: (2, n) its owned nodes and their labels (R = 0: their own)
+    rRRR/q.out.npy      its label proposals, sorted by owner; q.off.npy each owner's offsets in them
+    rRRR/q.json         whether the round changed anything, counts
+
+A round task reads every partition's previous round (memory-mapped) and its own edges; a settle task runs
+any further rounds, one partition at a time, until one changes nothing (`MAX_ROUNDS` in all).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from curation.core.atomic import atomic_write_json, save_array
+from curation.core.partitioned_graph import (
+    MAX_ROUNDS,
+    NotConverged,
+    lookup_labels,
+    outbox_offsets,
+    owned_nodes,
+    round_part,
+    scatter_part,
+)
+
+
+def state_path(base: Path, r: int, q: int, kind: str = "") -> Path:
+    """Round r of partition q: `` (2, n) nodes and labels, `.out` proposals, `.off` their offsets, `.json`."""
+    return base / f"r{r:03d}" / (f"{q:03d}{kind}" if kind == ".json" else f"{q:03d}{kind}.npy")
+
+
+def edges_file(base: Path, q: int) -> Path:
+    return base / "edges" / f"{q:03d}.npy"
+
+
+def write_round(out: Path, base: Path, r: int, q: int, nodes: np.ndarray, labels: np.ndarray, outbox: np.ndarray,
+                parts: int, changed: bool, **extra) -> list[str]:
+    paths = [state_path(base, r, q, k) for k in ("", ".out", ".off", ".json")]
+    save_array(paths[0], np.stack([nodes, labels]).astype(np.int64))
+    save_array(paths[1], outbox.astype(np.int64))
+    save_array(paths[2], outbox_offsets(outbox, parts).astype(np.int64))
+    atomic_write_json(paths[3], {"changed": changed, "nodes": int(nodes.size), "proposals": int(outbox.shape[0]),
+                                 **extra})
+    return [str(p.relative_to(out)) for p in paths]
+
+
+def scatter(out: Path, base: Path, chunks: Iterable[np.ndarray], q: int, parts: int, **extra) -> dict:
+    """Partition q's edges from the chunks of the edge list (read one at a time), and round 0: its nodes, each
+    its own label. `extra` goes into round 0's json. Returns the task's marker payload."""
+    edges = scatter_part(chunks, q, parts)
+    path = edges_file(base, q)
+    save_array(path, edges)
+    nodes = owned_nodes(edges, q, parts)
+    outputs = write_round(out, base, 0, q, nodes, nodes, np.zeros((0, 2), np.int64), parts, True, **extra)
+    return {"edges": int(edges.shape[0]), "nodes": int(nodes.size), "outputs": [str(path.relative_to(out)), *outputs]}
+
+
+def run_round(out: Path, base: Path, r: int, q: int, parts: int) -> tuple[list[str], bool]:
+    """Round r of partition q from the files of round r - 1 (every partition's, memory-mapped)."""
+    prev = [np.load(state_path(base, r - 1, p), mmap_mode="r") for p in range(parts)]
+    states = [(s[0], s[1]) for s in prev]
+    inbox = []
+    for p in range(parts):
+        off = np.load(state_path(base, r - 1, p, ".off"))
+        if off[q + 1] > off[q]:
+            inbox.append(np.asarray(np.load(state_path(base, r - 1, p, ".out"), mmap_mode="r")[off[q]:off[q + 1]]))
+    inbox = np.concatenate(inbox) if inbox else np.zeros((0, 2), np.int64)
+    edges = np.load(edges_file(base, q))
+    nodes, labels = np.asarray(prev[q][0]), np.asarray(prev[q][1])
+    new, outbox, changed = round_part(q, parts, edges, nodes, labels, inbox,
+                                      lambda x: lookup_labels(states, x, parts))
+    return write_round(out, base, r, q, nodes, new, outbox, parts, changed), changed
+
+
+def changed(base: Path, r: int, parts: int) -> bool:
+    return any(json.loads(state_path(base, r, q, ".json").read_text())["changed"] for q in range(parts))
+
+
+def settle(out: Path, base: Path, r: int, parts: int, graph: str, setting: str,
+           max_rounds: int = MAX_ROUNDS) -> tuple[int, list[str]]:
+    """Rounds after the planned r while the last one changed anything, one partition at a time: (the final
+    round, the files written). After `max_rounds` rounds in all, an error naming the `graph` and the partitions
+    `setting`."""
+    outputs: list[str] = []
+    while changed(base, r, parts):
+        r += 1
+        if r > max_rounds:
+            raise NotConverged(f"{graph}'s components did not settle in {max_rounds} rounds over {parts} partitions; "
+                               f"its label chains are longer than any seen so far (report the recipe), or lower "
+                               f"{setting}")
+        for q in range(parts):
+            outputs += run_round(out, base, r, q, parts)[0]
+    return r, outputs
