@@ -124,13 +124,15 @@ def read_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray
     return dtype, lengths, pointers, doc_idx
 
 
-def iter_lengths(path: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
-    """The sequence lengths of an `.idx` file in blocks of at most `chunk`, read with bounded memory."""
+def iter_lengths(path: Path, chunk: int = CHUNK, first: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+    """The sequence lengths of an `.idx` file (those of sequences [first, stop)) in blocks of at most `chunk`,
+    read with bounded memory."""
     _, n_seq, _ = read_header(path)
+    end = n_seq if stop is None else min(stop, n_seq)
     with open(path, "rb") as f:
-        f.seek(HEADER)
-        for start in range(0, n_seq, chunk):
-            want = min(chunk, n_seq - start)
+        f.seek(HEADER + 4 * first)
+        for start in range(first, end, chunk):
+            want = min(chunk, end - start)
             block = np.fromfile(f, dtype=np.int32, count=want)
             if block.size < want:
                 raise ValueError(f"{path}: truncated Megatron index")
@@ -242,12 +244,7 @@ def lengths_between(parts: list[Path], counts: list[int], start: int, stop: int,
     first = 0
     for part, n in zip(parts, counts):
         if first < stop and first + n > start:
-            at = first
-            for block in iter_lengths(Path(f"{part}.idx"), chunk):
-                lo, hi = max(start - at, 0), min(stop - at, block.size)
-                if hi > lo:
-                    yield block[lo:hi]
-                at += block.size
+            yield from iter_lengths(Path(f"{part}.idx"), chunk, max(start - first, 0), min(stop - first, n))
         first += n
 
 
