@@ -203,3 +203,17 @@ def test_a_rerun_at_the_default_size_rewrites_the_one_prefix_and_leaves_no_part(
     got = {p.relative_to(out): p.read_bytes() for p in (out / "tokenized").glob("*/*.*")}
     want = {p.relative_to(demo_run.out): p.read_bytes() for p in (demo_run.out / "tokenized").glob("*/*.*")}
     assert got == want
+
+
+def test_curate_train_reads_the_same_batches_from_parts(split_run, demo_run):
+    from curation.train.data import ManifestData
+
+    for stage in ("stage1", "stage2"):
+        a = ManifestData(demo_run.out / "manifests" / f"{stage}.json", seq_length=64)
+        b = ManifestData(split_run.out / "manifests" / f"{stage}.json", seq_length=64)
+        assert sum(x.size for x in a.token_arrays()) == sum(x.size for x in b.token_arrays())
+        for _ in range(40):
+            x, y = a.next_batch(4), b.next_batch(4)
+            assert (x.tokens == y.tokens).all() and (x.doc == y.doc).all() and (x.source == y.source).all()
+            assert [u.tolist() for u in x.lead] == [v.tolist() for v in y.lead]
+        assert a.consumed.state() == b.consumed.state()
