@@ -14,6 +14,7 @@ from curation.mixture.manifests import verify_manifest
 from curation.shards.indexed import read_index
 from curation.shards.shardset import ShardSet
 from tests.conftest import REPO
+from tests.outputs import token_balance
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +84,8 @@ def test_the_tokens_table_sums_to_every_part(split_run, demo_run):
     idx = list((split_run.out / "tokenized").glob("*/*.idx"))
     assert len(idx) > len(pools)
     assert sum(t for *_, t in pools) == sum(int(read_index(p)[1].sum()) for p in idx)
+    ledger, shards, _ = token_balance(split_run.out)     # tests/ledger/test_balance.py's helper agrees
+    assert ledger == shards > 0
     con = duckdb.connect(str(demo_run.out / "ledger" / "ledger.duckdb"), read_only=True)
     assert pools == con.sql("SELECT source, pool, documents, total_tokens FROM tokens ORDER BY source, pool").fetchall()
     con.close()
