@@ -39,7 +39,8 @@ class ShardSet:
         prefix = Path(prefix)
         if Path(f"{prefix}.idx").is_file():
             return cls([prefix])
-        found = sorted(p.name[:-len(".idx")] for p in prefix.parent.glob(f"{prefix.name}{PART}*.idx"))
+        names = [p.name[:-len(".idx")] for p in prefix.parent.glob(f"{prefix.name}{PART}*.idx")]
+        found = sorted(names, key=lambda n: (len(n), n))   # by number: part-100000 after part-99999
         want = [part_name(prefix, k).name for k in range(len(found))]
         if not found or found != want:
             raise FileNotFoundError(f"{prefix}.idx: no shards at {prefix} (neither the prefix nor its parts "
