@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from curation.mixture.sequences import plan_order
-from curation.shards import read_index
+from curation.shards.shardset import ShardSet
 
 
 def args_of(path: Path) -> dict[str, str | bool]:
@@ -40,12 +40,11 @@ def _stream_map(m: dict, base: Path) -> tuple[np.ndarray, np.ndarray]:
     shards = {}
 
     def doc(i, d):
-        if i not in shards:
-            dtype, lengths, pointers, _ = read_index(base / f"{m['sources'][i]['prefix']}.idx")
-            shards[i] = (np.memmap(base / f"{m['sources'][i]['prefix']}.bin", dtype=dtype, mode="r"), lengths,
-                         pointers // np.dtype(dtype).itemsize)
-        t, lengths, starts = shards[i]
-        return np.asarray(t[int(starts[d]):int(starts[d]) + int(lengths[d])])
+        if i not in shards:   # one prefix, or the parts of a split shard set
+            s = ShardSet.of_entry(base, m["sources"][i])
+            shards[i] = (s.reader(), s.lengths(), s.starts())
+        read, lengths, starts = shards[i]
+        return np.asarray(read(int(starts[d]), int(lengths[d])))
 
     toks, srcs = [], []
     if m.get("long_context"):

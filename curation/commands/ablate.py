@@ -32,15 +32,15 @@ import torch.nn.functional as F
 
 from curation.ledger.pools import main_pool
 from curation.mixture.sampling import plan_seed, sample_counts, save_counts
+from curation.shards.shardset import ShardSet
 
 
 def _heldout_sets(manifest: dict, base: Path, ab) -> dict[str, list[int]]:
     """Document indices of each held-out set (in its source), drawn with a seed from the set's name."""
-    from curation.shards import read_index
     sets = {}
     for h in ab.heldout:
         entry = next(s for s in manifest["sources"] if s["name"] == h.source)
-        _, lengths, _, _ = read_index(base / f"{entry['prefix']}.idx")
+        lengths = ShardSet.of_entry(base, entry).lengths()
         seed = int.from_bytes(hashlib.sha256(f"heldout:{h.name}:{ab.seed}".encode()).digest()[:8], "little")
         sets[h.name] = [int(i) for i in np.random.default_rng(seed).permutation(lengths.size)[:h.documents]]
     return sets
@@ -62,7 +62,6 @@ def candidate_manifest(result, stage_name: str, name: str, mixture: dict, withhe
                        folder: Path) -> Path:
     """The stage's manifest with the candidate's mixture: epochs and plans re-drawn, held-out docs zeroed."""
     from curation.mixture.planning import plan_stage
-    from curation.shards import read_index
     recipe = result.plan.recipe.recipe
     stage = next(s for s in recipe.stages if s.name == stage_name).model_copy(
         update={"mixture": mixture, "category_targets": {}})  # the candidate's weights decide alone
@@ -80,12 +79,14 @@ def candidate_manifest(result, stage_name: str, name: str, mixture: dict, withhe
     for entry in m["sources"]:
         row = rows[entry["name"]]
         entry["prefix"] = rel(base / entry["prefix"])
+        if "parts" in entry:   # a split shard set (`curation.shards.shardset`)
+            entry["parts"] = [rel(base / p) for p in entry["parts"]]
         for f in entry["files"]:
             f["path"] = rel(base / f["path"])
         entry.update(epochs=row.epochs, effective_tokens=row.effective_tokens, share=row.share)
         entry.pop("plan", None)
         if row.effective_tokens > 0:
-            _, lengths, _, _ = read_index(folder / f"{entry['prefix']}.idx")
+            lengths = ShardSet.of_entry(folder, entry).lengths()
             counts = sample_counts(lengths, row.epochs, plan_seed(m["stage_fingerprint"], entry["name"]))
             counts[withheld.get(entry["name"], [])] = 0
             entry["plan"] = {"path": f"{entry['name']}.npy", "kind": "epochs",
@@ -97,23 +98,20 @@ def candidate_manifest(result, stage_name: str, name: str, mixture: dict, withhe
     return path
 
 
-def bits_per_byte(trainer, prefix: Path, documents: list[int], tokenizer) -> float:
+def bits_per_byte(trainer, shards: ShardSet, documents: list[int], tokenizer) -> float:
     """Summed loss (bits) over the held-out documents' text targets / their UTF-8 bytes."""
-    bits, nbytes = bits_and_bytes(trainer, prefix, documents, tokenizer)
+    bits, nbytes = bits_and_bytes(trainer, shards, documents, tokenizer)
     return bits / max(1, nbytes)
 
 
 @torch.no_grad()
-def bits_and_bytes(trainer, prefix: Path, documents: list[int], tokenizer) -> tuple[float, int]:
+def bits_and_bytes(trainer, shards: ShardSet, documents: list[int], tokenizer) -> tuple[float, int]:
     """Summed loss in bits over the held-out documents' text targets, and their UTF-8 bytes."""
-    from curation.shards import read_index
-    dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
-    tokens = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r")
+    lengths, starts, tokens = shards.lengths(), shards.starts(), shards.reader()
     trainer.model.eval()
     nats, nbytes, width = 0.0, 0, trainer.cfg.seq_length
     for d in sorted(documents):
-        start = int(pointers[d]) // np.dtype(dtype).itemsize
-        doc = np.asarray(tokens[start:start + int(lengths[d])], dtype=np.int64)
+        doc = np.asarray(tokens(int(starts[d]), int(lengths[d])), dtype=np.int64)  # type: ignore[misc]
         text = doc[doc != trainer.manifest["vocabulary"]["eod"]]
         nbytes += len(tokenizer.decode(text.tolist(), skip_special_tokens=False).encode("utf-8"))
         for s in range(0, doc.size - 1, width):
@@ -161,7 +159,7 @@ def _measure(trainer, ab, sets, choice_items, tokenizer, folder: Path, sigs: lis
     bb = {}
     for h in ab.heldout:
         entry = next(s for s in trainer.manifest["sources"] if s["name"] == h.source)
-        bb[h.name] = bits_and_bytes(trainer, folder / entry["prefix"], sets[h.name], tokenizer)
+        bb[h.name] = bits_and_bytes(trainer, ShardSet.of_entry(folder, entry), sets[h.name], tokenizer)
     choice = {c.name: choice_accuracy(trainer, tokenizer, choice_items[c.name], c.template, c.normalize)
               for c in ab.choice_sets}
     suite = {}

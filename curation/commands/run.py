@@ -30,7 +30,7 @@ from curation.runtime.cluster import media_kinds
 from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
-from curation.shards import read_index
+from curation.shards.shardset import ShardSet
 from curation.steps.image.worklist import write_worklist
 from curation.train.writeback import previous_consumed
 
@@ -189,7 +189,7 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
     tokens = {s: t["total_tokens"] for s, t in main_pool(rows).items()}
     docs = {s: t["documents"] for s, t in main_pool(rows).items()}
     stage_plans = plan_recipe(plan.recipe.recipe, tokens, docs,
-                              lengths=lambda s, suffix="": read_index(Path(f"{source_prefix(out, s)}{suffix}.idx"))[1])
+                              lengths=lambda s, suffix="": ShardSet.on_disk(Path(f"{source_prefix(out, s)}{suffix}")).lengths())
     mark_inclusion(rows["sources"], stage_plans)
     rows.update(mixture_ledger_rows(stage_plans, plan.recipe.fingerprint))
     rows["consumed"] = previous_consumed(ledger_dir(out))   # training write-backs outlive re-runs

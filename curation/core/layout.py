@@ -6,6 +6,8 @@
     work/<phase>/...                  files that join the corpus-wide phases; work/<phase>/drops/
                                       <source>/<shard>.parquet: what a phase removes from a shard
     tokenized/<source>/parts/<shard>  per-task Megatron shards; tokenized/<source>/<source> merged
+                                      (a set over `shards.max_part_bytes`: <source>.part-00000, ...,
+                                      `curation.shards.shardset`)
     work/tokenize/domains/<source>/<shard>.parquet   a tokenize task's documents and tokens per web
                                       domain; work/tokenize/domains/<source>.parquet: summed by the merge
     quarantine/<source>/<shard>.<phase>.jsonl   quarantined records with their reasons

@@ -22,7 +22,7 @@ from curation.ledger.ranks import rank_rows
 from curation.ledger.transparency import DOMAIN_COLUMNS, domain_rows, transparency_rows
 from curation.plan.graph import Plan, optout_index
 from curation.plan.pipeline import compliance
-from curation.shards.counting import count_tokens_by_modality
+from curation.shards.shardset import ShardSet
 from curation.steps.compliance.domains import MATCH_RULES
 from curation.steps.compliance.licences import licence_decision
 from curation.steps.compliance.optout import NOT_TECHNICALLY_AVAILABLE
@@ -116,14 +116,14 @@ def _step_rows(run: str, source: str, totals: dict[str, StepStats]) -> dict[str,
 
 
 def merged_counts(plan: Plan, markers: dict, out: Path, source: str, suffix: str) -> dict[str, int]:
-    """Documents and tokens by modality of a merged shard set, as its merge task counted them while writing it
-    (its marker's `shards`); a merge marker written before merges counted (an earlier curate, its task not
+    """Documents and tokens by modality of a merged shard set (all its parts), as its merge task counted them
+    while writing it (its marker's `shards`); a merge marker written before merges counted (an earlier curate, its task not
     re-run) leaves the counting to this process, reading the shard in blocks."""
     summary = markers.get(f"merge/{source}", {}).get("shards", {}).get(suffix)
     if summary is not None:
         return {k: summary[k] for k in ("documents", "text", "image", "audio", "total")}
-    return count_tokens_by_modality(Path(f"{source_prefix(out, source)}{suffix}"), plan.vocab.blocks,
-                                    plan.vocab.reserved)
+    return ShardSet.on_disk(Path(f"{source_prefix(out, source)}{suffix}")).counts(plan.vocab.blocks,
+                                                                                 plan.vocab.reserved)
 
 
 def runs_row(plan: Plan, started_at: str | None, finished_at: str | None) -> dict:

@@ -86,6 +86,9 @@ def check_structure(m) -> list[str]:
             _fields(f, FILE, f"{where}.files[{j}]", problems)
         if "plan" in s:
             _fields(s["plan"], PLAN, f"{where}.plan", problems)
+        for key in ("parts", "unsplit_sha256"):   # a shard set split into parts (`curation.shards.shardset`)
+            if key in s and not (isinstance(s[key], list) and s[key] and all(isinstance(x, str) for x in s[key])):
+                problems.append(f"`{where}.{key}` is not a list of strings")
         if isinstance(s.get("tokens"), dict):
             _fields(s["tokens"], {k: _INT for k in ("text", "image", "audio", "total")}, f"{where}.tokens", problems)
     mg = m.get("megatron")

@@ -35,10 +35,9 @@ from curation.mixture.sampling import plan_seed, sample_counts, save_counts
 from curation.mixture.sequences import stage_sequences
 from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
-from curation.shards import read_index
-from curation.shards.counting import count_tokens_by_modality
 from curation.shards.formats import StageInput
 from curation.shards.indexed import has_tokens
+from curation.shards.shardset import ShardSet
 
 __all__ = ["FORMAT", "handoff_rows", "stage_handoffs", "write_manifests", "load_manifest", "megatron_blend", "stage_fingerprint", "verify_manifest"]
 # ledger tables that trainers write after the manifest (`curate train`): not frozen by its digests
@@ -56,7 +55,7 @@ def _rel(path: Path, start: Path) -> str:
 def stage_fingerprint(stage, sources: list[dict]) -> str:
     """Freezes a stage: its settings and, per source, name, planned epochs and tokens and shard hashes.
 
-    Adding, removing or re-weighting a source, or any change to a shard, gives a new fingerprint;
+    Adding, removing or re-weighting a source, or any change to a shard (not the part size), gives a new one;
     the sampling plan is seeded from it, so a changed list can never silently shift a frozen plan."""
     # `reasoning: keep` (the default) is left out, so stages written before the setting existed keep their plans
     # nor is `handoff`: how Megatron receives the plan changes no plan
@@ -67,7 +66,13 @@ def stage_fingerprint(stage, sources: list[dict]) -> str:
                                                       *(("extension",) if stage.extension is None else ())})
     return fingerprint({"stage": settings,
                         "sources": [[s["name"], s["epochs"], s["effective_tokens"],
-                                     [f["sha256"] for f in s["files"]]] for s in sources]})
+                                     content_sha256(s)] for s in sources]})
+
+
+def content_sha256(source: dict) -> list[str]:
+    """What identifies a source entry's documents: its files' sha256, or a split set's `unsplit_sha256` (the
+    digests of its one-prefix form), so the part size changes no stage fingerprint, plan or hand-off."""
+    return source.get("unsplit_sha256") or [f["sha256"] for f in source["files"]]
 
 
 class _Shards:
@@ -79,31 +84,41 @@ class _Shards:
         self.blocks = [Block(b.name, b.start, b.size) for b in vocab.blocks]
         self.reserved = vocab.reserved
 
-    def get(self, name: str, variant: str) -> tuple[str, list[dict], dict]:
+    def get(self, name: str, variant: str) -> tuple[str, list[dict], dict, dict]:
+        """(prefix, files, counts, what a split set adds to its entry: `parts`, `unsplit_sha256`)."""
         from curation.core.layout import source_prefix
 
         if (name, variant) not in self._cache:
             prefix = Path(f"{source_prefix(self.out, name)}{variant}")
-            if not Path(f"{prefix}.idx").is_file():
+            try:
+                shards = ShardSet.on_disk(prefix)
+            except FileNotFoundError:
                 raise FileNotFoundError(f"{prefix}.idx: the {variant or 'main'} shards of {name} are missing; "
-                                        f"re-run `curate run` to write them")
+                                        f"re-run `curate run` to write them") from None
             summary = self.merged.get(name, {}).get(variant)   # what the merge task hashed and counted
+            extra: dict = {}
             if summary is not None:
-                files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir), **f} for ext, f in summary["files"].items()]
+                parts = summary.get("parts") or [{"prefix": prefix.name, "files": summary["files"]}]
+                files = [{"path": _rel(prefix.parent / f"{part['prefix']}{ext}", self.mdir), **f}
+                         for part in parts for ext, f in part["files"].items()]
             else:   # a merge marker of an earlier curate: hashed here
-                files = [{"path": _rel(Path(f"{prefix}{ext}"), self.mdir),
-                          "bytes": Path(f"{prefix}{ext}").stat().st_size, "sha256": sha256_file(Path(f"{prefix}{ext}"))}
-                         for ext in (".bin", ".idx")
-                         if ext == ".idx" or has_tokens(prefix)]   # an empty pool has no .bin (`shards.indexed.merge`)
+                files = [{"path": _rel(Path(f"{p}{ext}"), self.mdir),
+                          "bytes": Path(f"{p}{ext}").stat().st_size, "sha256": sha256_file(Path(f"{p}{ext}"))}
+                         for p in shards.prefixes for ext in (".bin", ".idx")
+                         if ext == ".idx" or has_tokens(p)]   # an empty pool has no .bin (`shards.indexed.merge`)
+            if len(shards.prefixes) > 1:   # split: its parts, and the digests that identify it whatever the size
+                extra = {"parts": [_rel(p, self.mdir) for p in shards.prefixes],
+                         "unsplit_sha256": summary["unsplit_sha256"] if summary and "unsplit_sha256" in summary
+                         else shards.unsplit_sha256()}
             if variant and summary is not None:
                 c = {k: summary[k] for k in ("documents", "text", "image", "audio", "total")}
             elif variant:
-                c = count_tokens_by_modality(prefix, self.blocks, self.reserved)
+                c = shards.counts(self.blocks, self.reserved)
             else:
                 t = self.tokens[name]
                 c = {"documents": t["documents"], "text": t["text_tokens"], "image": t["image_tokens"],
                      "audio": t["audio_tokens"], "total": t["total_tokens"]}
-            self._cache[name, variant] = (_rel(prefix, self.mdir), files, c)
+            self._cache[name, variant] = (_rel(prefix, self.mdir), files, c, extra)
         return self._cache[name, variant]
 
 
@@ -111,12 +126,13 @@ def _source_entries(sp: StagePlan, r, shards: _Shards) -> list[dict]:
     sources = []
     for row, src in zip(sp.rows, r.sources):
         variant = shard_variant(sp.stage, src)
-        prefix, files, c = shards.get(src.name, variant)
+        prefix, files, c, split = shards.get(src.name, variant)
         entry = {"name": src.name, "category": src.category, "license": src.license, "prefix": prefix,
-                 "variant": variant, "documents": c["documents"],
+                 **({"parts": split["parts"]} if split else {}), "variant": variant, "documents": c["documents"],
                  "tokens": {"text": c["text"], "image": c["image"], "audio": c["audio"], "total": c["total"]},
                  "epochs": row.epochs, "effective_tokens": row.effective_tokens, "share": row.share,
-                 "max_epochs": row.max_epochs, "exhausted_at_tokens": row.exhausted_at_tokens, "files": files}
+                 "max_epochs": row.max_epochs, "exhausted_at_tokens": row.exhausted_at_tokens, "files": files,
+                 **({"unsplit_sha256": split["unsplit_sha256"]} if split else {})}
         if row.effective_tokens == 0:
             entry["excluded"] = row.excluded
         sources.append(entry)
@@ -128,7 +144,7 @@ def _plans(sp: StagePlan, sources: list[dict], stage_fp: str, mdir: Path) -> Non
         if entry["effective_tokens"] == 0:
             continue
         plan_path = mdir / "plans" / sp.stage.name / f"{entry['name']}.npy"
-        _, lengths, _, _ = read_index(mdir / f"{entry['prefix']}.idx")
+        lengths = ShardSet.of_entry(mdir, entry).lengths()
         if sp.long_context is not None:
             kind, seed, counts = "selection", None, sp.long_context.counts[entry["name"]]
         else:

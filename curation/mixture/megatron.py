@@ -43,7 +43,8 @@ from curation.mixture.megatron_packed import chunk_sizes, write_packed
 from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import planned, stage_sequences
 from curation.shards.formats import text_digest
-from curation.shards.indexed import read_index, write_index
+from curation.shards.indexed import PART, index_parts
+from curation.shards.shardset import ShardSet
 
 SPLIT = "100,0,0"   # the whole hand-off trains; a validation set is a separate blend
 MODES = ("packed", "blend")
@@ -85,23 +86,46 @@ def _file(path: Path, mdir: Path, sha: str | None = None) -> dict:
             "sha256": sha or sha256_file(path)}
 
 
-def _source_prefix(hdir: Path, mdir: Path, s: dict, seq_length: int) -> dict:
-    src = mdir / s["prefix"]
-    dtype, lengths, pointers, _ = read_index(Path(f"{src}.idx"))
+def source_parts(mdir: Path, s: dict, seq_length: int, stage_dir: str) -> list[tuple[dict, list | None, str]]:
+    """A planned source's prefixes in the blend hand-off, one per part of its shard set (`ShardSet`): (the
+    entry's numbers and prefix, the blocks of its stage index or None where the plan takes the part once, the
+    part's prefix). A part's stage index is `<stage_dir>/<source>` (a split set's: `<source>.part-NNNNN`)."""
+    shards = ShardSet.of_entry(mdir, s)
     counts = read_plan(mdir / s["plan"]["path"])
-    tokens = int((counts.astype(np.int64) * lengths).sum())
-    entry = {"name": s["name"], "tokens": tokens, "documents": int(np.count_nonzero(counts)),
-             "occurrences": int(counts.sum()), "sequences": max(tokens - 1, 0) // seq_length}
-    if counts.size and (counts == 1).all():
-        return {**entry, "prefix": s["prefix"], "files": []}      # the plan is the source, once
-    prefix = hdir / s["name"]
-    occ = occurrences(counts)
-    write_index(Path(f"{prefix}.idx"), lengths[occ], dtype, pointers[occ])
-    _link(Path(f"{src}.bin"), Path(f"{prefix}.bin"))
-    bin_sha = next(f["sha256"] for f in s["files"] if f["path"].endswith(".bin"))
-    return {**entry, "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
-            "bin_of": f"{s['prefix']}.bin",
-            "files": [_file(Path(f"{prefix}.bin"), mdir, bin_sha), _file(Path(f"{prefix}.idx"), mdir)]}
+    offsets, single = shards.offsets(), len(shards.prefixes) == 1
+    rels = [s["prefix"]] if single else s["parts"]
+    out = []
+    for k, ((lengths, pointers), rel) in enumerate(zip(shards.part_lengths(), rels)):
+        c = counts[int(offsets[k]):int(offsets[k + 1])]
+        tokens = int((c.astype(np.int64) * lengths).sum())
+        entry = {"name": s["name"], "tokens": tokens, "documents": int(np.count_nonzero(c)),
+                 "occurrences": int(c.sum()), "sequences": max(tokens - 1, 0) // seq_length}
+        if c.size and (c == 1).all():      # the plan is the part, once
+            out.append(({**entry, "prefix": rel}, None, rel))
+            continue
+        occ = occurrences(c)
+        name = s["name"] if single else f"{s['name']}{PART}{k:05d}"
+        prefix = os.path.relpath(os.path.normpath(mdir / stage_dir / name), mdir).replace(os.sep, "/")
+        out.append(({**entry, "prefix": prefix}, index_parts(lengths[occ], shards.dtype, pointers[occ]), rel))
+    return out
+
+
+def _source_prefixes(hdir: Path, mdir: Path, s: dict, seq_length: int) -> list[dict]:
+    written = []
+    for entry, index, rel in source_parts(mdir, s, seq_length, os.path.relpath(hdir, mdir)):
+        if index is None:
+            written.append({**entry, "files": []})
+            continue
+        prefix = mdir / entry["prefix"]
+        tmp = Path(f"{prefix}.idx.tmp")
+        with open(tmp, "wb") as f:
+            f.writelines(index)
+        os.replace(tmp, f"{prefix}.idx")
+        _link(mdir / f"{rel}.bin", Path(f"{prefix}.bin"))
+        bin_sha = next(f["sha256"] for f in s["files"] if f["path"] == f"{rel}.bin")
+        written.append({**entry, "bin_of": f"{rel}.bin",
+                        "files": [_file(Path(f"{prefix}.bin"), mdir, bin_sha), _file(Path(f"{prefix}.idx"), mdir)]})
+    return written
 
 
 def packed_sizes(sources: list[dict], packing: np.ndarray | None, seq_length: int) -> list[int]:
@@ -161,16 +185,28 @@ def blend_of(megatron: dict) -> list:
     return [x for p in ps for x in (p["sequences"], p["prefix"])]
 
 
+def not_drawable(prefixes: list[dict], seq_length: int) -> list[dict]:
+    """The planned sources none of whose prefixes yields a sample (a split set's parts each lose under one)."""
+    tokens: dict[str, int] = {}
+    for p in prefixes:
+        tokens[p["name"]] = tokens.get(p["name"], 0) + p["tokens"]
+    drawn = {p["name"] for p in prefixes if p["sequences"] > 0}
+    return [{"name": n, "tokens": t,
+             "reason": f"fewer than {seq_length + 1} planned tokens: not one sample of seq_length + 1"}
+            for n, t in tokens.items() if n not in drawn]
+
+
 def draws(sources: list[dict], prefixes: list[dict], held: dict[int, int] | None, seq_length: int) -> list[dict]:
     """Per planned source: planned tokens and the input tokens Megatron draws with `--train-samples`.
     Packed: every sequence is drawn once, so a source's drawn tokens are what the sequences hold of it
     (`held`). Blend: a prefix's `sequences` samples of `seq_length` inputs; a source without a prefix, 0."""
-    by_name = {p["name"]: p for p in prefixes}
+    samples: dict[str, int] = {}
+    for p in prefixes:
+        samples[p["name"]] = samples.get(p["name"], 0) + p["sequences"]
     out = []
     for i in planned(sources):
         s = sources[i]
-        got = held.get(i, 0) if held is not None else (by_name[s["name"]]["sequences"] * seq_length
-                                                         if s["name"] in by_name else 0)
+        got = held.get(i, 0) if held is not None else samples.get(s["name"], 0) * seq_length
         out.append({"name": s["name"], "planned_tokens": int(s["plan"]["tokens"]), "drawn_tokens": int(got)})
     return out
 
@@ -193,10 +229,8 @@ def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: l
         prefixes, held = _packed_prefixes(hdir, mdir, sources, stage_fp, packing, seq_length, tok["pad"])
     else:
         held = None
-        prefixes = [_source_prefix(hdir, mdir, sources[i], seq_length) for i in planned(sources)]
-        short = [{"name": p["name"], "tokens": p["tokens"],
-                  "reason": f"fewer than {seq_length + 1} planned tokens: not one sample of seq_length + 1"}
-                 for p in prefixes if p["sequences"] == 0]
+        prefixes = [p for i in planned(sources) for p in _source_prefixes(hdir, mdir, sources[i], seq_length)]
+        short = not_drawable(prefixes, seq_length)
         prefixes = [p for p in prefixes if p["sequences"] > 0]
     section = {"dir": os.path.relpath(hdir, out).replace(os.sep, "/"), "tokenizer": tok, "split": SPLIT,
                "mode": "packed" if packed else "blend", "packed": packed, "prefixes": prefixes,

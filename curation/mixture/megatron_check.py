@@ -21,32 +21,29 @@ from curation.mixture.megatron import (
     blend_of,
     draws,
     file_texts,
-    occurrences,
     packed_sizes,
+    source_parts,
     tokenizer_settings,
 )
 from curation.mixture.megatron_packed import chunk_sizes, expected_digests, prefix_names
-from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import stage_sequences
 from curation.shards.formats import check_texts
-from curation.shards.indexed import index_parts, read_index
 
 
-def _expected_index(m: dict, base: Path, s: dict) -> tuple[dict, str | None]:
-    """(the prefix entry's numbers, sha256 of its stage index or None when it is the source itself)."""
-    dtype, lengths, pointers, _ = read_index(base / f"{s['prefix']}.idx")
-    counts = read_plan(base / s["plan"]["path"])
-    tokens = int((counts.astype(np.int64) * lengths).sum())
-    numbers = {"tokens": tokens, "documents": int(np.count_nonzero(counts)), "occurrences": int(counts.sum()),
-               "sequences": max(tokens - 1, 0) // m["seq_length"]}
-    if counts.size and (counts == 1).all():
-        return {**numbers, "prefix": s["prefix"]}, None
-    occ = occurrences(counts)
-    h = hashlib.sha256()
-    for part in index_parts(lengths[occ], dtype, pointers[occ]):
-        h.update(part)
-    prefix = os.path.relpath(base.parent / m["megatron"]["dir"] / s["name"], base).replace(os.sep, "/")
-    return {**numbers, "prefix": prefix}, h.hexdigest()
+def _expected_prefixes(m: dict, base: Path, s: dict) -> list[tuple[dict, str | None, str]]:
+    """Per part of the source's shard set: (the prefix entry's numbers, sha256 of its stage index or None when
+    it is the part itself, the part's prefix)."""
+    out = []
+    for entry, index, rel in source_parts(base, s, m["seq_length"], os.path.relpath(base.parent / m["megatron"]["dir"],
+                                                                                   base)):
+        if index is None:
+            out.append((entry, None, rel))
+            continue
+        h = hashlib.sha256()
+        for part in index:
+            h.update(part)
+        out.append((entry, h.hexdigest(), rel))
+    return out
 
 
 def _check_files(name: str, p: dict, base: Path, problems: list[str]) -> dict[str, Path]:
@@ -62,28 +59,35 @@ def _check_files(name: str, p: dict, base: Path, problems: list[str]) -> dict[st
     return found
 
 
-def _check_stage_index(m: dict, base: Path, s: dict, p: dict, problems: list[str]) -> None:
+def _check_stage_index(m: dict, base: Path, s: dict, got: list[dict], problems: list[str]) -> None:
+    """The source's prefixes in the manifest (`got`, in order) are those its plan gives, one per part of its
+    shard set that yields a sample."""
     name = s["name"]
     try:
-        numbers, idx_sha = _expected_index(m, base, s)
+        want = [w for w in _expected_prefixes(m, base, s) if w[0]["sequences"] > 0]
     except (OSError, ValueError) as e:
         problems.append(f"megatron prefix {name}: cannot recompute it from the plan ({e})")
         return
-    for k, v in numbers.items():
-        if p.get(k) != v:
-            problems.append(f"megatron prefix {name}: {k} = {p.get(k)!r}, the plan gives {v!r}")
-    found = _check_files(name, p, base, problems)
-    if idx_sha is None:
-        if p["files"]:
-            problems.append(f"megatron prefix {name}: the plan takes the source once, but the manifest lists files")
+    if len(want) != len(got):
+        problems.append(f"megatron: source {name} has {len(got)} prefix(es) in the hand-off, its plan gives {len(want)}")
         return
-    if ".idx" in found and sha256_file(found[".idx"]) != idx_sha:
-        problems.append(f"megatron prefix {name}: {found['.idx']} is not the index of the stage's plan")
-    if ".bin" in found:
-        src_bin = base / f"{s['prefix']}.bin"
-        same = src_bin.is_file() and os.path.samefile(found[".bin"], src_bin)
-        if not same and sha256_file(found[".bin"]) != next(f["sha256"] for f in s["files"] if f["path"].endswith(".bin")):
-            problems.append(f"megatron prefix {name}: {found['.bin']} is not {src_bin} (the index points into it)")
+    for p, (numbers, idx_sha, rel) in zip(got, want):
+        for k, v in numbers.items():
+            if p.get(k) != v:
+                problems.append(f"megatron prefix {name}: {k} = {p.get(k)!r}, the plan gives {v!r}")
+        found = _check_files(name, p, base, problems)
+        if idx_sha is None:
+            if p["files"]:
+                problems.append(f"megatron prefix {name}: the plan takes the source once, but the manifest lists files")
+            continue
+        if ".idx" in found and sha256_file(found[".idx"]) != idx_sha:
+            problems.append(f"megatron prefix {name}: {found['.idx']} is not the index of the stage's plan")
+        if ".bin" in found:
+            src_bin = base / f"{rel}.bin"
+            same = src_bin.is_file() and os.path.samefile(found[".bin"], src_bin)
+            if not same and sha256_file(found[".bin"]) != next(f["sha256"] for f in s["files"]
+                                                               if f["path"] == f"{rel}.bin"):
+                problems.append(f"megatron prefix {name}: {found['.bin']} is not {src_bin} (the index points into it)")
 
 
 def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | None:
@@ -136,7 +140,9 @@ def check_handoff(m: dict, base: Path, check_location: bool = True) -> list[str]
     mg = m["megatron"]
     if mg["tokenizer"] != tokenizer_settings(m["vocabulary"]):
         problems.append("megatron.tokenizer does not follow from the manifest's vocabulary")
-    by_name = {p["name"]: p for p in mg["prefixes"]}
+    by_name: dict[str, list[dict]] = {}
+    for p in mg["prefixes"]:
+        by_name.setdefault(p["name"], []).append(p)
     skipped = {d.get("name") for d in mg["not_drawable"] if isinstance(d, dict)}
     held = None
     if mg["packed"] != (mg.get("mode") == "packed"):

@@ -17,14 +17,13 @@ trainer draws can be counted per source.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from curation.mixture.sampling import read_plan
-from curation.shards.indexed import read_index
+from curation.shards.shardset import ShardSet
 
 
 def plan_order(stage_fingerprint: str, counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -52,10 +51,11 @@ def _blocks(*arrays: np.ndarray, size: int = 1 << 16) -> Iterator[tuple]:
 
 
 class _Shards:
-    """Tokens, per-document starts and lengths of the stage's sources, opened on first use. Tokens are read with
-    `pread`, never memory-mapped: the stage reads its documents in plan order, scattered over each shard, and
-    every page a mapping touches (with the kernel's fault-around, 64 KB per document) would stay in this
-    process's RSS, growing it by the size of every shard the stage draws from; a read leaves nothing behind."""
+    """Tokens, per-document starts and lengths of the stage's sources (each a `ShardSet`: one prefix or its
+    parts), opened on first use. Tokens are read with `pread`, never memory-mapped: the stage reads its
+    documents in plan order, scattered over each shard, and every page a mapping touches (with the kernel's
+    fault-around, 64 KB per document) would stay in this process's RSS, growing it by the size of every shard
+    the stage draws from; a read leaves nothing behind."""
 
     def __init__(self, mdir: Path, sources: list[dict]):
         self.mdir, self.sources, self._open = mdir, sources, {}
@@ -63,31 +63,9 @@ class _Shards:
     def __call__(self, i: int):
         """(read(start, n) -> n tokens from token `start`, lengths, starts) of source index `i`."""
         if i not in self._open:
-            prefix = self.mdir / self.sources[i]["prefix"]
-            dtype, lengths, pointers, _ = read_index(Path(f"{prefix}.idx"))
-            dtype = np.dtype(dtype)
-            read = _Tokens(Path(f"{prefix}.bin"), dtype) if lengths.size and lengths.sum() else None
-            self._open[i] = (read, lengths, pointers // dtype.itemsize)
+            shards = ShardSet.of_entry(self.mdir, self.sources[i])
+            self._open[i] = (shards.reader(), shards.lengths(), shards.starts())
         return self._open[i]
-
-
-class _Tokens:
-    """`tokens(start, n)`: n token ids of a `.bin` from token `start`, by `pread` (the file stays open)."""
-
-    def __init__(self, path: Path, dtype: np.dtype):
-        self.path, self.dtype, self.f = path, dtype, open(path, "rb", buffering=0)   # closed with this object (`__del__`)
-
-    def __call__(self, start: int, n: int) -> np.ndarray:
-        size = self.dtype.itemsize
-        data = os.pread(self.f.fileno(), n * size, start * size)
-        if len(data) != n * size:
-            raise ValueError(f"{self.path} is shorter than its .idx says; re-run `curate run`")
-        return np.frombuffer(data, dtype=self.dtype)
-
-    def __del__(self):
-        f = getattr(self, "f", None)
-        if f is not None:
-            f.close()
 
 
 def planned(sources: list[dict]) -> list[int]:

@@ -36,8 +36,7 @@ from curation.mixture.merkle import (
     merkle_root,
 )
 from curation.mixture.sampling import read_plan, sample_counts
-from curation.shards import read_index
-from curation.shards.counting import count_tokens_by_modality
+from curation.shards.shardset import ShardSet
 
 WRITTEN_BACK = ("consumed",)   # tables `curate train` writes after the manifest
 
@@ -140,10 +139,12 @@ def _check_sources(m: dict, base: Path, ledger_dir: Path, ok: list[str]) -> list
             continue
         prefix = base / src["prefix"]
         try:
-            counts = count_tokens_by_modality(prefix, blocks, m["vocabulary"]["reserved"])
+            shards = ShardSet.of_entry(base, src)
+            counts = shards.counts(blocks, m["vocabulary"]["reserved"])
         except Exception as e:  # noqa: BLE001
             problems.append(f"{name}: cannot read {prefix}.idx/.bin: {e}")
             continue
+        problems += _check_parts(name, src, shards)
         got = {"documents": counts["documents"], **{k: counts[k] for k in ("text", "image", "audio", "total")}}
         want = {"documents": src["documents"], **src["tokens"]}
         problems += [f"{name}: {k} = {got[k]} in the shard, manifest says {want.get(k)}" for k in got if got[k] != want.get(k)]
@@ -162,6 +163,19 @@ def _check_sources(m: dict, base: Path, ledger_dir: Path, ok: list[str]) -> list
                              for k, v in fields(lrow).items() if got[k] != v]
         ok.append(f"{name}{src['variant']}: {counts['documents']} documents, {counts['total']} tokens, "
                   f"{len(src['files'])} files match")
+    return problems
+
+
+def _check_parts(name: str, src: dict, shards: ShardSet) -> list[str]:
+    """A split shard set: every part is listed with its files, and `unsplit_sha256` (what the stage fingerprint
+    and so its plans are seeded from) recomputes from the parts."""
+    if "parts" not in src and "unsplit_sha256" not in src:
+        return []
+    listed = {f["path"] for f in src["files"]}
+    problems = [f"{name}: part {p} has no {ext} among the manifest's files" for p in src.get("parts", [])
+                for ext in (".bin", ".idx") if f"{p}{ext}" not in listed]
+    if src.get("unsplit_sha256") != shards.unsplit_sha256():
+        problems.append(f"{name}: unsplit_sha256 does not recompute from its parts {src.get('parts')}")
     return problems
 
 
@@ -216,7 +230,7 @@ def _check_plans(m: dict, base: Path) -> list[str]:
             problems.append(f"{s['name']}: sampling plan {path} is missing or changed")
             continue
         try:
-            _, lengths, _, _ = read_index(base / f"{s['prefix']}.idx")
+            lengths = ShardSet.of_entry(base, s).lengths()
             counts = read_plan(path)
         except (OSError, ValueError) as e:
             problems.append(f"{s['name']}: cannot read its shard index or plan: {e}")

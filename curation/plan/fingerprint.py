@@ -36,5 +36,7 @@ def digest(out: Path, node: Node) -> str | None:
                 parts.append(json.loads(marker_path(out, key).read_text())["digest"])
             except (FileNotFoundError, KeyError, json.JSONDecodeError):
                 return None
-        return fingerprint({"v": CODE_EPOCH, "phase": "merge", "parts": parts, "outputs": node.spec["outputs"]})
+        sized = {"max_part_bytes": node.spec["max_part_bytes"]} if "max_part_bytes" in node.spec else {}
+        return fingerprint({"v": CODE_EPOCH, "phase": "merge", "parts": parts, "outputs": node.spec["outputs"],
+                            **sized})
     return None

@@ -154,10 +154,13 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
     for src in r.sources:
         parts = [t for t in tokenize if t.source == src.name]
         outputs = list(MODALITIES[src.modality].outputs(src))
+        # a part size the recipe sets (`shards:`) is in the spec and fingerprint; unset, neither (as before it was)
+        sized = {"max_part_bytes": r.shards.max_part_bytes} if r.shards is not None else {}
         merge.append(Node("merge", src.name, None, fingerprint(
-            {"v": CODE_EPOCH, "phase": "merge", "parts": [t.fingerprint for t in parts], "outputs": outputs}),
+            {"v": CODE_EPOCH, "phase": "merge", "parts": [t.fingerprint for t in parts], "outputs": outputs,
+             **sized}),
             deps=[t.key for t in parts], spec={"shards": [t.shard for t in parts], "outputs": outputs,
-                                               "vocab": layout}))
+                                               "vocab": layout, **sized}))
     stages += [Stage("tokenize", tokenize), Stage("merge", merge)]
     return Plan(loaded, vocab, stages, phases)
 

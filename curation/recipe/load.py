@@ -79,6 +79,8 @@ def _fingerprinted(recipe) -> dict:
     content = recipe.model_dump(mode="json")
     if content.get("trainers") == ["megatron"]:
         content.pop("trainers")
+    if content.get("shards") is None:   # unset: one part up to the default size, as before the setting existed
+        content.pop("shards", None)
     for st in content.get("stages", []):
         if st.get("extension") is None:   # unset: not an extension step, as before the setting existed
             st.pop("extension", None)

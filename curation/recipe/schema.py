@@ -54,6 +54,7 @@ from curation.recipe.modalities import (  # noqa: F401
     Reasoning,
     SyntheticTasks,
 )
+from curation.recipe.output import Shards
 from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
     Ablation,
@@ -324,6 +325,8 @@ class Recipe(Strict):
     # OUT/ledger/decisions/ and the ledger view `decisions`; turn off for very large runs
     decisions: bool = True
     tokenize_batch_size: int = Field(default=256, ge=1, le=65536)
+    # merged shards as parts of at most `max_part_bytes` each (`curation.recipe.output`); unset: 4 GiB
+    shards: Shards | None = None
     # the Megatron-LM hand-off of every stage that sets none (`Stage.handoff`): `packed` (each planned token
     # drawn once) or `blend` (Megatron's own sampling; sources under one sequence cannot be drawn)
     handoff: Literal["packed", "blend"] = "packed"

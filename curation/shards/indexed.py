@@ -124,13 +124,15 @@ def read_index(path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray
     return dtype, lengths, pointers, doc_idx
 
 
-def iter_lengths(path: Path, chunk: int = CHUNK) -> Iterator[np.ndarray]:
-    """The sequence lengths of an `.idx` file in blocks of at most `chunk`, read with bounded memory."""
+def iter_lengths(path: Path, chunk: int = CHUNK, first: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+    """The sequence lengths of an `.idx` file (those of sequences [first, stop)) in blocks of at most `chunk`,
+    read with bounded memory."""
     _, n_seq, _ = read_header(path)
+    end = n_seq if stop is None else min(stop, n_seq)
     with open(path, "rb") as f:
-        f.seek(HEADER)
-        for start in range(0, n_seq, chunk):
-            want = min(chunk, n_seq - start)
+        f.seek(HEADER + 4 * first)
+        for start in range(first, end, chunk):
+            want = min(chunk, end - start)
             block = np.fromfile(f, dtype=np.int32, count=want)
             if block.size < want:
                 raise ValueError(f"{path}: truncated Megatron index")
@@ -160,38 +162,136 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK, tokens=None, h
     While the bytes pass through, `tokens` (a callable) is given each block of token ids, and `hashes` (a
     dict) receives the sha256 of the files written (`.bin`, `.idx`): what the ledger and manifests need of
     the merged shard is computed by the task that writes it, not by reading it again on the driver."""
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+    dtype, counts = _headers(parts, prefix)
+    n_seq = sum(counts)
+    _write_range(parts, counts, prefix, dtype, (0, n_seq), (0, None), chunk, tokens, hashes)
+    return n_seq
+
+
+PART = ".part-"   # a split shard set's k-th part is `<prefix>.part-<k:05d>` (`split_merge`)
+
+
+def part_name(prefix: Path, k: int) -> Path:
+    return Path(f"{prefix}{PART}{k:05d}")
+
+
+def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int = CHUNK, tokens=None,
+                whole: dict | None = None) -> list[tuple[Path, int, dict]]:
+    """`merge` into parts of at most `max_bytes` of `.bin` each, cut between documents (a document larger than
+    `max_bytes` is a part of its own): each part a valid indexed dataset, their documents in order those of
+    `merge`. One part keeps `prefix` (the bytes `merge` writes); several are `part_name(prefix, k)`. Returns
+    (prefix, sequences, sha256 of its files) per part; `tokens(prefix)` gives the callable fed each block of
+    that part's ids. `whole` receives the sha256 that `merge`'s `.bin` and `.idx` would have (`.bin`, `.idx`),
+    so what identifies the documents does not depend on the part size."""
+    dtype, counts = _headers(parts, prefix)
+    cuts = plan_cuts(parts, dtype, max_bytes, chunk)
+    whole_bin = hashlib.sha256()
+    if len(cuts) == 1:
+        targets = [Path(prefix)]
+    else:
+        targets = [part_name(prefix, k) for k in range(len(cuts))]
+    written, doc, byte = [], 0, 0
+    for target, (docs, nbytes) in zip(targets, cuts):
+        hashes: dict = {}
+        end = None if len(cuts) == 1 else byte + nbytes
+        _write_range(parts, counts, target, dtype, (doc, doc + docs), (byte, end), chunk,
+                     tokens(target) if tokens else None, hashes, whole_bin)
+        written.append((target, docs, hashes))
+        doc, byte = doc + docs, byte + nbytes
+    if whole is not None:
+        whole[".bin"] = whole_bin.hexdigest()
+        whole[".idx"] = written[0][2][".idx"] if len(cuts) == 1 else index_sha256(parts, chunk)
+    return written
+
+
+def plan_cuts(parts: list[Path], dtype: np.dtype, max_bytes: int, chunk: int = CHUNK) -> list[tuple[int, int]]:
+    """(documents, `.bin` bytes) of each part, greedily: as many whole documents as fit `max_bytes`, at least
+    one. An empty input is one empty part. Reads the lengths in blocks (a cut is a search, not a loop)."""
+    if max_bytes < 1:
+        raise ValueError(f"part size {max_bytes} bytes: it must be at least 1")
+    cuts: list[tuple[int, int]] = []
+    docs = nbytes = 0
+    for part in parts:
+        for block in iter_lengths(Path(f"{part}.idx"), chunk):
+            cum = np.cumsum(block, dtype=np.int64) * dtype.itemsize
+            i, before = 0, 0
+            while i < block.size:
+                j = int(np.searchsorted(cum, before + max_bytes - nbytes, side="right"))
+                if j == i and not docs:
+                    j = i + 1                       # a document larger than a part: a part of its own
+                if j > i:
+                    docs, nbytes = docs + j - i, nbytes + int(cum[j - 1]) - before
+                    before, i = int(cum[j - 1]), j
+                if i < block.size:
+                    cuts.append((docs, nbytes))
+                    docs = nbytes = 0
+    if docs or not cuts:
+        cuts.append((docs, nbytes))
+    return cuts
+
+
+def _headers(parts: list[Path], prefix: Path) -> tuple[np.dtype, list[int]]:
     headers = [read_header(Path(f"{part}.idx")) for part in parts]
     dtypes = {h[0] for h in headers}
     if len(dtypes) > 1:
         raise ValueError(f"cannot merge {prefix}: its parts mix token types {sorted(map(str, dtypes))}")
-    dtype = dtypes.pop() if dtypes else np.dtype(np.int32)
-    n_seq = sum(h[1] for h in headers)
+    return (dtypes.pop() if dtypes else np.dtype(np.int32)), [h[1] for h in headers]
+
+
+def lengths_between(parts: list[Path], counts: list[int], start: int, stop: int,
+                    chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """The lengths of documents [start, stop) of the parts' concatenation, in non-empty blocks."""
+    first = 0
+    for part, n in zip(parts, counts):
+        if first < stop and first + n > start:
+            yield from iter_lengths(Path(f"{part}.idx"), chunk, max(start - first, 0), min(stop - first, n))
+        first += n
+
+
+def index_blocks(blocks, dtype: np.dtype, n_seq: int, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The bytes of the `.idx` of `n_seq` sequences whose lengths `blocks()` yields (called twice)."""
+    yield MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype], n_seq, n_seq + 1)
+    for block in blocks():
+        yield block.tobytes()
+    pointer = 0
+    for block in blocks():   # the byte offset of each sequence: the bytes of all earlier ones
+        ends = np.cumsum(block, dtype=np.int64) * dtype.itemsize + pointer
+        yield (ends - block.astype(np.int64) * dtype.itemsize).tobytes()
+        pointer = int(ends[-1])
+    for start in range(0, n_seq + 1, chunk):
+        yield np.arange(start, min(start + chunk, n_seq + 1), dtype=np.int64).tobytes()
+
+
+def index_sha256(prefixes: list[Path], chunk: int = CHUNK) -> str:
+    """The sha256 of the `.idx` that `merge` writes for these indexed datasets, without writing it."""
+    dtype, counts = _headers(prefixes, Path("?"))
+    n = sum(counts)
+    h = hashlib.sha256()
+    for b in index_blocks(lambda: lengths_between(prefixes, counts, 0, n, chunk), dtype, n, chunk):
+        h.update(b)
+    return h.hexdigest()
+
+
+def _write_range(parts: list[Path], counts: list[int], prefix: Path, dtype: np.dtype, docs: tuple[int, int],
+                 span: tuple[int, int | None], chunk: int, tokens, hashes: dict | None, whole=None) -> None:
+    """Documents `docs` of the parts' concatenation, whose tokens are its `.bin` bytes `span` (end None: to the
+    end), as one indexed dataset at `prefix`."""
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    n_seq = docs[1] - docs[0]
     bin_tmp, idx_tmp = Path(f"{prefix}.bin.tmp"), Path(f"{prefix}.idx.tmp")
     bin_hash, idx_hash = hashlib.sha256(), hashlib.sha256()
     with named(bin_tmp), open(bin_tmp, "wb") as out:
-        for part in parts:
-            with open(f"{part}.bin", "rb") as f:
-                while block := f.read(1 << 22):   # a multiple of every token size: blocks hold whole ids
-                    out.write(block)
-                    if hashes is not None:
-                        bin_hash.update(block)
-                    if tokens is not None:
-                        tokens(np.frombuffer(block, dtype=dtype))
-    with named(idx_tmp), open(idx_tmp, "wb") as raw:
-        f = _Hashing(raw, idx_hash) if hashes is not None else raw
-        f.write(MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dtype], n_seq, n_seq + 1))
-        for part in parts:
-            for block in iter_lengths(Path(f"{part}.idx"), chunk):
-                f.write(block.tobytes())
-        pointer = 0
-        for part in parts:   # the byte offset of each sequence: the bytes of all earlier ones
-            for block in iter_lengths(Path(f"{part}.idx"), chunk):
-                ends = np.cumsum(block, dtype=np.int64) * dtype.itemsize + pointer
-                f.write((ends - block.astype(np.int64) * dtype.itemsize).tobytes())
-                pointer = int(ends[-1])
-        for start in range(0, n_seq + 1, chunk):
-            f.write(np.arange(start, min(start + chunk, n_seq + 1), dtype=np.int64).tobytes())
+        for block in _bin_blocks(parts, *span):
+            out.write(block)
+            for h in (bin_hash if hashes is not None else None, whole):
+                if h is not None:
+                    h.update(block)
+            if tokens is not None:
+                tokens(np.frombuffer(block, dtype=dtype))
+    with named(idx_tmp), open(idx_tmp, "wb") as f:
+        for b in index_blocks(lambda: lengths_between(parts, counts, *docs, chunk), dtype, n_seq, chunk):
+            f.write(b)
+            idx_hash.update(b)
     os.replace(idx_tmp, f"{prefix}.idx")
     if hashes is not None:
         hashes[".idx"] = idx_hash.hexdigest()
@@ -202,7 +302,29 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK, tokens=None, h
     else:
         bin_tmp.unlink()
         Path(f"{prefix}.bin").unlink(missing_ok=True)   # an earlier run's empty file
-    return n_seq
+
+
+def _bin_blocks(parts: list[Path], start: int, end: int | None) -> Iterator[bytes]:
+    """Bytes [start, end) of the parts' `.bin` files back to back (end None: all), in blocks of at most 4 MB
+    (offsets are whole ids, and 4 MB a multiple of every token size: blocks hold whole ids)."""
+    at = 0
+    for part in parts:
+        path = f"{part}.bin"
+        size = os.path.getsize(path)
+        if end is not None and (at >= end or at + size <= start):
+            at += size
+            continue
+        with open(path, "rb") as f:
+            f.seek(max(start - at, 0))
+            left = (min(end, at + size) - max(start, at)) if end is not None else None
+            while left is None or left > 0:
+                block = f.read(1 << 22 if left is None else min(1 << 22, left))
+                if not block:
+                    break
+                yield block
+                if left is not None:
+                    left -= len(block)
+        at += size
 
 
 class _Hashing:

@@ -23,7 +23,7 @@ import numpy as np
 from curation.mixture.manifests import load_manifest
 from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import plan_order
-from curation.shards import read_index
+from curation.shards.shardset import ShardSet
 
 
 @dataclass
@@ -67,16 +67,17 @@ class ManifestData:
         m = load_manifest(self.path)
         base = self.path.resolve().parent
         self.manifest, self.seq_length = m, int(seq_length or m["seq_length"])
-        self.names, self._tokens, self._pointers, self._lengths = [], [], [], []
+        self.names, self._shards, self._tokens, self._pointers, self._lengths = [], [], [], [], []
         counts_of = []
         for s in m["sources"]:
             if "plan" not in s or s["effective_tokens"] == 0:
                 continue
-            dtype, lengths, pointers, _ = read_index(base / f"{s['prefix']}.idx")
+            shards = ShardSet.of_entry(base, s)   # one prefix, or the parts of a split shard set
             self.names.append(s["name"])
-            self._tokens.append(np.memmap(base / f"{s['prefix']}.bin", dtype=dtype, mode="r"))
-            self._pointers.append(pointers // np.dtype(dtype).itemsize)
-            self._lengths.append(lengths)
+            self._shards.append(shards)
+            self._tokens.append(shards.reader())
+            self._pointers.append(shards.starts())
+            self._lengths.append(shards.lengths())
             counts_of.append(read_plan(base / s["plan"]["path"]))
         if not self.names:
             raise ValueError(f"{self.path}: no source of stage {m['stage']} has planned tokens")
@@ -88,8 +89,9 @@ class ManifestData:
         self._seen = [np.zeros(n.size, dtype=bool) for n in self._lengths]   # documents fed at least once
 
     def token_arrays(self):
-        """Each planned source's token array (memory-mapped)."""
-        return list(self._tokens)
+        """The token arrays of every planned source's parts (memory-mapped)."""
+        return [np.memmap(f"{p}.bin", dtype=sh.dtype, mode="r") for sh in self._shards for p in sh.prefixes
+                if Path(f"{p}.bin").exists()]
 
     def planned_tokens(self) -> dict[str, int]:
         return {s["name"]: s["plan"]["tokens"] for s in self.manifest["sources"] if s["name"] in self.names}
@@ -115,8 +117,8 @@ class ManifestData:
                 start, length = int(self._pointers[s][d]), int(self._lengths[s][d])
                 take = min(length - self.offset, width - filled)
                 if filled == 0:
-                    lead.append(self._tokens[s][start:start + self.offset])
-                piece = np.asarray(self._tokens[s][start + self.offset:start + self.offset + take])
+                    lead.append(self._tokens[s](start, self.offset))
+                piece = np.asarray(self._tokens[s](start + self.offset, take))
                 tokens[row, filled:filled + take] = piece
                 doc[row, filled:filled + take] = number
                 source[row, filled:filled + take] = s

@@ -1,0 +1,29 @@
+"""How a run writes its merged shards (`shards:` in a recipe).
+
+    shards: {max_part_bytes: 4294967296}   # the default: 4 GiB of `.bin` per part
+
+A source's merge writes each shard set (its main shards, `.no_reasoning`, `.long_context`) as parts of at
+most `max_part_bytes` of tokens each, cut between documents (`curation.shards.indexed.split_merge`): a set
+that fits one part keeps the one prefix `tokenized/<source>/<source><suffix>`; a larger one is written as
+`<prefix>.part-00000`, `<prefix>.part-00001`, ... (a document larger than a part is a part of its own). An
+unset `shards:` is left out of the recipe's fingerprint (`curation.recipe.load._fingerprinted`), so recipes
+written before the setting keep their fingerprints and manifests.
+"""
+from __future__ import annotations
+
+from pydantic import Field
+
+from curation.recipe.base import Strict
+
+MAX_PART_BYTES = 4 * 2**30   # the default: one part per source up to 4 GiB of `.bin` (1 Gi int32 tokens)
+MIN_PART_BYTES = 1024        # 256 int32 tokens: smaller parts would hold one short document each
+
+
+class Shards(Strict):
+    # the most `.bin` bytes of one part of a merged shard set; at least 1 KiB, at most 1 PiB
+    max_part_bytes: int = Field(default=MAX_PART_BYTES, ge=MIN_PART_BYTES, le=2**50)
+
+
+def max_part_bytes(recipe) -> int:
+    """The recipe's part size (`shards.max_part_bytes`, else the default)."""
+    return recipe.shards.max_part_bytes if recipe.shards is not None else MAX_PART_BYTES
