@@ -136,10 +136,16 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                     f"({shards * exact_parts:,.0f} slice reads); raise the cap of 1024 beyond 1B")
         elif phase == "exact":
             secs = b * docs
-            held = shared_per_doc * docs * 110      # Python ints of (document, kind, key) + owners
-            mem, note = f"{held / 1e9:,.1f} GB (one task)", (
-                f"one task over the {shared_per_doc * docs / 1e6:,.0f}M key entries that repeat (memory follows "
-                "the duplicates); partition it by connected component of the key graph to spread it")
+            rows = shared_per_doc * docs
+            mem, note = f"{rows * 24 * 4 / exact_parts / 1e9:,.2f} GB per resolve task", (
+                f"{rows / 1e6:,.0f}M key entries repeat; resolved per connected component of the document-key "
+                f"graph ({exact_parts} partitions: exact_scatter, rounds, exact_resolve, each ~1/parts of the rows; "
+                "reports/benchmarks/cc.md), then one task writes the drop lists shard by shard (bounded memory, "
+                "time linear in the duplicates). Hours: fitted on runs where one task resolved everything")
+        elif phase in ("exact_scatter", "exact_round", "exact_resolve", "exact_settle"):
+            secs = b * workers * docs / min(exact_parts, total_cores)
+            mem, note = f"{shared_per_doc * docs * 24 * 4 / exact_parts / 1e9:,.2f} GB per task", (
+                "the exact phase's partitioned connected components (as MinHash's cc_*): 1/parts of the rows each")
         elif phase in ("cc_scatter", "cc_round", "cc_resolve"):
             # measured with one partition (the recipe's default); at 1B the recipe sets `partitions` to the
             # band phase's, so each task holds 1/parts of the edges (reports/benchmarks/cc.md)
@@ -169,15 +175,18 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
         elif phase == "merge":
             secs = b * docs   # measured: one stream copying on this machine
             mem, note = "< 0.1 GB (streams)", (
-                f"one task per source copies {docs * tok_per_doc / 1e12:,.1f} TB; bounded-size merged files "
-                "(several prefixes per source in the blend) written in parallel, or blending the parts "
-                "directly, removes it")
+                f"one task per source copies {docs * tok_per_doc / 1e12:,.1f} TB into parts of at most "
+                "`shards.max_part_bytes` (4 GiB: several prefixes per source in the blend), in sequence, since it "
+                "also hashes the whole set (`unsplit_sha256`, which keeps plans independent of the part size); "
+                "a task per part would spread the copy, leaving one streaming sha256 per source")
         else:   # finish: the driver's ledger, manifests, hand-off, report
             secs = b * docs   # measured: what the driver does at the end, in one process
             d0, d1 = fit([(n, runs[str(n)]["phases"].get("finish", {}).get("driver", 0.0)) for n in sizes])
             driver_gb = (d0 + d1 * docs) / 1024
-            mem = (f"driver {(d0 + d1 * docs) / 1024:,.1f} GB ({d1 * 1e3:,.3f} MB per 1,000 documents fitted: the "
-                   "plan's nodes and markers, one per shard, and the sampling plans' lengths)")
+            mem = (f"driver {(d0 + d1 * docs) / 1024:,.1f} GB ({d1 * 1e3:,.3f} MB per 1,000 documents fitted; by "
+                   f"what it holds: the stage's plan order, 16 bytes per planned occurrence ({docs * 16 / 1e9:,.0f} GB), "
+                   "and a source's sampling arrays while drawn, ~32 bytes per document; the plan's nodes and markers "
+                   "are per shard, the ledger's growing tables part files)")
             note = (
                 "token counts and sha256 of the merged shards come from the merge tasks' markers, the cluster "
                 "tables are copied by DuckDB from the tasks' part files (at most 256 MB) and hashed 8,192 rows at "

@@ -18,10 +18,12 @@ BOUNDS = [
     "| exact keys task | one row group of hashes and URLs; the keys it writes (2 × 32 bytes per record) | its shard |",
     "| exact part task | its hash range of every shard's keys (memory-mapped slices): 1/partitions of the "
     "modality's keys, 40 bytes each while sorted | corpus / partitions (partitions: one per shard up to 1,024) |",
-    "| exact resolution | the documents with a repeated content or URL key and their keepers (~110 bytes per "
-    "entry in Python lists); the id column of one shard at a time | the duplicates |",
+    "| exact resolution | per connected component of the document-key graph: a resolve task holds the rows of "
+    "its partition's components (1/partitions of the repeated keys, `corpus/exact_cc.py`) and the id columns "
+    "it names; the assembly one shard's drop list at a time | the duplicates / partitions |",
     "| signatures task | one row group of text; its band keys (8 bytes × 14 per document) | its shard |",
-    "| band task | 1/partitions of one band column (16 bytes per key, ×3 while sorted) | corpus / partitions |",
+    "| band task | 1/partitions of one band column (16 bytes per key, ×3 while sorted), read as one `pread` "
+    "slice of each shard's band-major file | corpus / partitions |",
     "| clusters | the edges and the documents that have one (connected components) | the near duplicates |",
     "| decontamination task | one row group of text and n-gram hashes, one index shard, its flags | its shard |",
     "| decontamination resolution | one shard's flags, the 400 samples the review page shows, counts per "
@@ -31,11 +33,13 @@ BOUNDS = [
     "| image tokenize task | every record of its shard **with its image bytes** (the batch plan is over the "
     "shard), one batch of decoded pixels | its shard's image bytes (as stored) |",
     "| audio tokenize task | clip metadata and codes of its shard (audio read per batch from the Shar) | its shard |",
-    "| merge | 4 MB of tokens and 4M lengths at a time (the `.idx` written from each part's lengths); counts "
-    "tokens by modality and hashes `.bin`/`.idx` as they are written (its marker's `shards`) | nothing |",
+    "| merge | 4 MB of tokens and 4M lengths at a time (the `.idx` written from each part's lengths), into "
+    "parts of at most `shards.max_part_bytes`; counts tokens by modality and hashes `.bin`/`.idx` as they are "
+    "written (its marker's `shards`); sums its source's per-domain counts with DuckDB (at most 256 MB) | "
+    "nothing |",
     "| driver | the plan (~3.4 KB per node, five nodes per shard), the task markers (the merged shards' counts "
-    "and sha256 among them), the ledger's small tables; `clusters`, `near_duplicates` (and the image/audio "
-    "cluster tables) are copied by DuckDB from the clusters task's files, at most 256 MB (`DUCKDB_MEMORY`, "
+    "and sha256 among them), the ledger's small tables; `clusters`, `near_duplicates`, `domain_tokens` (and the "
+    "image/audio cluster tables) are copied by DuckDB from the tasks' files, at most 256 MB (`DUCKDB_MEMORY`, "
     "spilling beyond), and hashed for the manifests 8,192 rows at a time; a sampling plan needs its source's "
     "lengths (memory-mapped) and ~32 bytes per document while drawn | shards (markers), documents of the "
     "largest source (sampling) |",
@@ -263,7 +267,8 @@ def render(results: dict) -> None:
         "The machine is shared with other sessions (15-minute load average on its 2 cores at the end of each run: "
         f"{_loads(results)}), so absolute times are slower and noisier than on an idle machine; ratios within "
         "one run are the figures to read.", "",
-        "The 1M run is a separate command (12 minutes in this run, plus 7 to generate its 200 shards once): "
+        "The 1M run is a separate command (its wall time is in the table; generating its 200 shards once takes "
+        "a few minutes more): "
         "`nice -n 10 .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000000 --no-datatrove`; it "
         "adds its figures to `scale.json` next to the others.", "",
         *scale_report_text(results),
