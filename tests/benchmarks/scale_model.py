@@ -77,6 +77,11 @@ def predict(results: dict) -> list[str]:
                      f"| {p} | {pred:,.1f} | {meas:,.1f} | — |")
     lines.append(f"| **all** | **{total_p:,.1f}** | **{runs[str(target)]['wall']:,.1f}** (sum of phases "
                  f"{total_m:,.1f}) | **{runs[str(target)]['wall'] / total_p:.2f}** |")
+    loads = ", ".join(f"{n // 1000}k {runs[str(n)].get('load', 0):.1f}" for n in (*train, target))
+    lines += ["", f"15-minute load averages of these runs: {loads}. A gap beyond 20% is the shared machine's load "
+              "(the fit's slope follows whichever run met the quietest machine), not a phase that grows faster than "
+              "linearly: the memory side, which load does not move, is checked in Goals (every process at 1M within "
+              "1.2× of its 100k peak)."]
     return lines
 
 
@@ -136,15 +141,15 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                     f"({shards * exact_parts:,.0f} slice reads); raise the cap of 1024 beyond 1B")
         elif phase == "exact":
             secs = b * docs
-            rows = shared_per_doc * docs
-            mem, note = f"{rows * 24 * 4 / exact_parts / 1e9:,.2f} GB per resolve task", (
-                f"{rows / 1e6:,.0f}M key entries repeat; resolved per connected component of the document-key "
+            repeated = shared_per_doc * docs
+            mem, note = f"{repeated * 24 * 4 / exact_parts / 1e6:,.1f} MB per resolve task", (
+                f"{repeated / 1e6:,.0f}M key entries repeat; resolved per connected component of the document-key "
                 f"graph ({exact_parts} partitions: exact_scatter, rounds, exact_resolve, each ~1/parts of the rows; "
                 "reports/benchmarks/cc.md), then one task writes the drop lists shard by shard (bounded memory, "
                 "time linear in the duplicates). Hours: fitted on runs where one task resolved everything")
         elif phase in ("exact_scatter", "exact_round", "exact_resolve", "exact_settle"):
             secs = b * workers * docs / min(exact_parts, total_cores)
-            mem, note = f"{shared_per_doc * docs * 24 * 4 / exact_parts / 1e9:,.2f} GB per task", (
+            mem, note = f"{shared_per_doc * docs * 24 * 4 / exact_parts / 1e6:,.1f} MB per task", (
                 "the exact phase's partitioned connected components (as MinHash's cc_*): 1/parts of the rows each")
         elif phase in ("cc_scatter", "cc_round", "cc_resolve"):
             # measured with one partition (the recipe's default); at 1B the recipe sets `partitions` to the
