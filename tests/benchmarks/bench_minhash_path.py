@@ -60,6 +60,7 @@ RESULTS = REPO / "reports" / "benchmarks" / "minhash_path.json"
 REPORT = REPO / "reports" / "benchmarks" / "minhash_path.md"
 SCALE = REPO / "reports" / "benchmarks" / "scale.json"   # bench_scale's datatrove runs (curate-only sizes)
 SOURCE = "web"
+DEDUP = "{exact: null, minhash: {keep: earliest}}"   # exact dedup is on by default (`Dedup.exact`): off here
 # the plan's stages for this recipe, in run order (`curate explain`)
 STAGES = ["process", "signatures", "band", "cc_scatter", "cc_round", "cc_settle", "cc_resolve", "clusters",
           "tokenize", "merge"]
@@ -72,7 +73,7 @@ DT_ORDER = ["start", "signatures", "buckets", "cluster", "filter+tokenize", "fin
 
 def recipe(folder: Path, corpus: Path) -> Path:
     path = folder / f"minhash-path-{corpus.name}.yaml"
-    path.write_text(f"name: minhash_path\nvocabulary: {VOCAB}\ndedup: {{minhash: {{keep: earliest}}}}\n"
+    path.write_text(f"name: minhash_path\nvocabulary: {VOCAB}\ndedup: {DEDUP}\n"
                     f"tokenize_batch_size: 1000\nsources:\n  - name: {SOURCE}\n    license: MIT\n"
                     f"    input: {{paths: ['{corpus}/*.jsonl.gz'], id_field: id}}\n"
                     f"    normalize: {{nfc: false, ftfy: false}}\n")
@@ -248,7 +249,7 @@ def render(results: dict) -> str:
               "no filters, NFC/ftfy off), every cluster keeping its earliest member (shard, row), then "
               "tokenization with `tokenizers/curate-demo-bpe.json`, `<|endoftext|>` appended to every document, "
               "into Megatron `.bin`/`.idx`. curate: `curate run --executor ray --workers 2` (embedded Ray, "
-              "start-up included), recipe `dedup: {minhash: {keep: earliest}}`. datatrove: "
+              f"start-up included), recipe `dedup: {DEDUP}`. datatrove: "
               "MinhashDedupSignature → MinhashDedupBuckets → MinhashDedupCluster(save_cluster_id) → "
               "MinhashDedupFilter + MegatronDocumentTokenizer(batch_size=1000), each a "
               "LocalPipelineExecutor(workers=2) stage; its survivor rule (union-find root) is aligned with "
@@ -258,14 +259,18 @@ def render(results: dict) -> str:
         r = results["runs"][n]
         c, d, same, x = r["curate"], r["datatrove"], r["same"], r["derived"]
         lines += [f"## {int(n):,} documents", "",
-                  f"Command: `{r['command']}`; code: commit {c['commit']}; {r['shards']} input shards, "
+                  f"Command: `{r['command']}`; curate's recipe `dedup: {r.get('dedup', '?')}`; code: commit {c['commit']}; "
+                  f"{r['shards']} input shards, "
                   f"{r['input_bytes'] / 1e6:.0f} MB gzipped; run at {r['when']}.", "",
                   "| side | wall s | docs/s | kept | load before (1/5/15 min) | load after |", "|---|---|---|---|---|---|",
                   (f"| curate | {c['wall']:.1f} | {int(n) / c['wall']:,.0f} | {c['kept']:,} | "
                    f"{' / '.join(f'{v:.1f}' for v in c['load_before'])} | {' / '.join(f'{v:.1f}' for v in c['load_after'])} |"),
                   (f"| datatrove | {d['wall']:.1f} | {int(n) / d['wall']:,.0f} | {d['kept']:,} | "
                    f"{' / '.join(f'{v:.1f}' for v in d['load_before'])} | {' / '.join(f'{v:.1f}' for v in d['load_after'])} |"), "",
-                  f"- **datatrove s / curate s: {x['ratio']:.2f}×** (goal ≥ 5×)",
+                  f"- **datatrove s / curate s: {x['ratio']:.2f}×** (goal ≥ 5×)"
+                  + "".join(f"; an earlier run ({e['when']}): {e['curate']:.1f} s vs {e['datatrove']:.1f} s, "
+                            f"{e['datatrove'] / e['curate']:.2f}×, curate's recipe `dedup: {e['dedup']}`, ids and tokens "
+                            f"{'identical' if e['identical'] else 'DIFFERENT'}" for e in r.get("earlier", [])),
                   (f"- kept documents: curate {same['kept_curate']:,}, datatrove {same['kept_datatrove']:,}: "
                    + ("**identical ids**" if same["kept_identical"] else "**ids DIFFER**")),
                   ("- token sequences per kept id: " + (f"**identical** ({same['tokens_total']:,} tokens)"
@@ -375,7 +380,7 @@ def main() -> None:
         corpus = scale_corpus.link_prefix(source, work / f"corpus-{n}", n)
         c, c_side = run_curate(corpus, work, n, args.workers)
         print(f"curate {n}: {c['wall']:.1f} s, kept {c['kept']}", flush=True)
-        meta = {"command": "nice -n 10 .venv/bin/python tests/benchmarks/bench_minhash_path.py " + " ".join(sys.argv[1:]),
+        meta = {"dedup": DEDUP, "command": "nice -n 10 .venv/bin/python tests/benchmarks/bench_minhash_path.py " + " ".join(sys.argv[1:]),
                 "shards": len(list(corpus.glob("*.jsonl.gz"))), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "input_bytes": sum(p.stat().st_size for p in corpus.glob("*.jsonl.gz"))}
         if args.no_datatrove:
@@ -386,8 +391,14 @@ def main() -> None:
         print(f"datatrove {n}: {d['wall']:.1f} s, kept {d['kept']}", flush=True)
         same = compare(c_side, d_side)
         print(json.dumps(same, indent=1), flush=True)
-        results.setdefault("runs", {})[str(n)] = {"curate": c, "datatrove": d, "same": same, "derived": derived(c, d),
-                                                   **meta}
+        before = results.setdefault("runs", {}).get(str(n))   # an earlier run of this size: kept as a repeat
+        earlier = (before.get("earlier", []) + [{"when": before["when"], "curate": before["curate"]["wall"],
+                                                 "datatrove": before["datatrove"]["wall"],
+                                                 "dedup": before.get("dedup", "?"),
+                                                 "identical": before["same"]["kept_identical"]
+                                                 and before["same"]["tokens_identical"]}]) if before else []
+        results["runs"][str(n)] = {"curate": c, "datatrove": d, "same": same, "derived": derived(c, d),
+                                   "earlier": earlier, **meta}
         save_results(results, out)
         assert same["kept_identical"] and same["tokens_identical"], f"kept documents or tokens differ at {n}"
 
