@@ -349,7 +349,10 @@ def render(results: dict) -> str:
                   *[f"| {g} | {sum(c['phases'].get(p, 0.0) for p in ps):.1f} | "
                     f"{100 * sum(c['phases'].get(p, 0.0) for p in ps) / c['wall']:.0f}% |" for g, ps in GROUPS.items()], "",
                   "curate's step seconds, summed over tasks: "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(c["steps"].items(), key=lambda kv: -kv[1])), ""]
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(c["steps"].items(), key=lambda kv: -kv[1])), "",
+                  *[f"- an earlier run ({e['when']}, 1-minute load {e['load'][0]:.1f}): {e['wall']:.1f} s, signatures "
+                    f"{e['phases'].get('signatures', 0.0):.1f} s, tokenize {e['phases'].get('tokenize', 0.0):.1f} s"
+                    for e in r.get("earlier", [])], ""]
         if ref:
             lines += [(f"- bench_scale's datatrove at {int(n):,} ({ref['wall']:.1f} s at a 15-minute load of "
                        f"{ref['load']:.1f}, kept {ref['kept']:,}"
@@ -358,8 +361,8 @@ def render(results: dict) -> str:
                        f"zero {ref['wall'] / max(c['wall'] - sig, 1e-9):.2f}×; with curate reduced to its tokenize and "
                        f"merge phases {ref['wall'] / max(tok_c, 1e-9):.2f}×; datatrove's filter+tokenize stage was "
                        f"{100 * ref['phases']['filter+tokenize']['seconds'] / ref['wall']:.0f}% of its wall time"), ""]
-    for note in results.get("notes", []):
-        lines.append(f"- {note}")
+    if results.get("notes"):
+        lines += ["## Reading these figures", ""] + [f"- {note}" for note in results["notes"]]
     return "\n".join(lines) + "\n"
 
 
@@ -395,7 +398,11 @@ def main() -> None:
                 "shards": len(list(corpus.glob("*.jsonl.gz"))), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "input_bytes": sum(p.stat().st_size for p in corpus.glob("*.jsonl.gz"))}
         if args.no_datatrove:
-            results.setdefault("curate_only", {})[str(n)] = {"curate": c, **meta}
+            before = results.setdefault("curate_only", {}).get(str(n))
+            earlier = (before.get("earlier", []) + [{"when": before["when"], "wall": before["curate"]["wall"],
+                                                     "load": before["curate"]["load_before"],
+                                                     "phases": before["curate"]["phases"]}]) if before else []
+            results["curate_only"][str(n)] = {"curate": c, "earlier": earlier, **meta}
             save_results(results, out)
             continue
         d, d_side = run_datatrove(corpus, work, n, args.workers)
