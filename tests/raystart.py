@@ -177,10 +177,15 @@ if __name__ == "__main__":
 def fault_steps(run: str, cmd: list[str], env: dict, unset: list[str], node_env: dict, join: str = "worker-3") -> list[dict]:
     """Steps of a run on a head and nodes `worker-1`, `worker-2` that loses worker-1's raylet while a
     signatures task runs there, gains node `join` right after, and loses worker-2's raylet while a tokenize
-    task runs there; the run must finish on what is left (tests and tests/benchmarks/bench_cluster.py)."""
+    task runs there; the run must finish on what is left (tests and tests/benchmarks/bench_cluster.py).
+
+    The joined node has 2 CPUs and worker-2 is killed only once it is up: Ray's default (hybrid) policy
+    fills the head first and then breaks ties between equally idle 1-CPU nodes the same way every time,
+    so a 1-CPU node that joined late ran none of a quick run's remaining tasks (seen once on an idle
+    machine: head 61, worker-1 4, worker-2 51, worker-3 0). Half busy, a 2-CPU node is the least used."""
     return [{"run": run, "cmd": cmd, "env": env, "unset": unset, "background": True, "timeout": 1500},
             {"kill": "worker-1", "when": "signatures/", "run_of": run},
-            {"node": join, "env": node_env, "background": True},
+            {"node": join, "cpus": 2, "env": node_env},
             {"kill": "worker-2", "when": "tokenize/", "run_of": run},
             {"wait": run}]
 
