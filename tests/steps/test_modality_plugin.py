@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from curation.recipe import registry
+from tests.benchmarks.compare_outputs import compare
 from tests.conftest import REPO, VOCAB, write_jsonl
 
 DECLARATION = '''
@@ -170,7 +171,8 @@ def _recipe(tmp_path, settings: str = "{max_frames: 5}") -> object:
 @pytest.mark.slow
 def test_a_toy_modality_is_one_folder_and_one_registration(video_frames, tmp_path):
     """Planned here; run by `curate run` in a fresh process where the plug-in is installed (on its path), as it
-    would be on a machine that has it: every table, the plug-in's own included, exists from the start."""
+    would be on a machine that has it: every table, the plug-in's own included, exists from the start. Then run
+    again on embedded Ray with two workers, which must write the same bytes."""
     from curation.commands.api import Ledger
     from curation.plan.graph import load_plan
     from curation.steps.modality import read_processed
@@ -199,6 +201,11 @@ def test_a_toy_modality_is_one_folder_and_one_registration(video_frames, tmp_pat
     assert [r.payload["frame_times"] for r in back] == [[0.0, 0.5, 1.0], [0.0, 0.5, 1.0, 1.5],
                                                         [0.0, 0.5, 1.0, 1.5, 2.0]]
     assert any(p.name.startswith("clips") and p.suffix == ".bin" for p in (tmp_path / "out" / "tokenized").rglob("*"))
+    # on embedded Ray the workers import the plug-in from the same path (PYTHONPATH reaches them): same bytes
+    subprocess.run([sys.executable, "-m", "curation.commands.cli", "run", str(recipe), "--out",
+                    str(tmp_path / "ray"), "--executor", "ray", "--workers", "2", "-q"], check=True, env=env,
+                   cwd=tmp_path)
+    assert compare(tmp_path / "out", tmp_path / "ray") == []
 
 
 def test_a_plugin_modality_settings_are_checked_and_kept_in_a_dump(video_frames):
