@@ -26,7 +26,7 @@ from curation.plan.graph import Plan, load_plan
 from curation.recipe import load_recipe
 from curation.report import write_report
 from curation.runtime import mirror
-from curation.runtime.cluster import media_kinds
+from curation.runtime.cluster import media_kinds, plugin_modalities
 from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor
@@ -144,7 +144,8 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
               *(f.path for fs in plan.recipe.inputs.values() for f in fs)]
     retries = plan.recipe.recipe.task_retries if retries is None else retries
     with EXECUTORS[chosen](workers=workers, address=address, progress=progress, out=out, inputs=inputs,
-                           media=media_kinds(plan.recipe.recipe), retries=retries) as ex:
+                           media=media_kinds(plan.recipe.recipe), modalities=plugin_modalities(plan.recipe.recipe),
+                           retries=retries) as ex:
         done = execute(plan, str(out) if remote else out, ex, barriers=barriers)
         ranks = codec_ranks(ex, plan)
     if remote:

@@ -15,7 +15,8 @@ as such, in a second, before `ray.init` retries.
 Every node runs curate's tasks from its own installation and reads and writes the output folder
 and the inputs at the driver's paths. `check_nodes` runs one probe task pinned to each node with
 CPUs: curate version and code digest, Python and the libraries that decide this recipe's outputs
-(`deciding_libraries`: a text-only recipe does not compare torch or lhotse), the output folder (the
+(`deciding_libraries`: a text-only recipe does not compare torch or lhotse), the build of every modality
+plug-in the recipe uses (`plugin_modalities`: distribution, version and code digest), the output folder (the
 same folder: a file the driver writes must be visible there, and the node must be able to write one
 the driver then sees) and every input file (present, same size).
 """
@@ -157,6 +158,38 @@ def media_kinds(recipe) -> set[str]:
     return {kind for src in recipe.sources for kind in MODALITIES[src.modality].codecs(src)}
 
 
+def plugin_modalities(recipe) -> set[str]:
+    """The modalities of a recipe's sources that come from installed plug-ins, not from curate itself: every
+    node must have the driver's build of each (`plugins`)."""
+    from curation.recipe.registry import BUILTIN, load
+    builtin = {getattr(load(target), "name", None) for target in BUILTIN}
+    return {src.modality for src in recipe.sources} - builtin
+
+
+def plugins() -> dict[str, str]:
+    """Each installed modality plug-in (an entry point in `curate.modalities`) by its modality's name: its
+    distribution, version and the digest of its top-level package's code, as one string to compare. A plug-in
+    that fails to load is recorded as such (the driver refuses to run with it; a node reports it)."""
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    from curation.recipe.registry import GROUP
+    found = {}
+    for ep in entry_points(group=GROUP):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "an unnamed distribution"
+        try:
+            name = ep.load().name
+            spec = importlib.util.find_spec(ep.module.split(".")[0])
+            where = list(spec.submodule_search_locations or []) if spec else []
+            code = code_digest(Path(where[0])) if where else \
+                hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:16] if spec and spec.origin else "?"
+        except Exception as e:  # noqa: BLE001 - reported, and compared as it is
+            found[ep.name] = f"{dist}: cannot load it ({type(e).__name__}: {e})"
+            continue
+        found[name] = f"{dist} (code {code})"
+    return found
+
+
 def deciding_libraries(media: Iterable[str] | None = None) -> tuple[str, ...]:
     """The libraries whose versions decide the outputs of a recipe using `media`; None: all of them."""
     if media is None:
@@ -193,7 +226,8 @@ def code_digest(root: Path | None = None) -> str:
 
 
 def environment() -> dict:
-    """What this process runs: curate version and code, Python, the deciding libraries' versions."""
+    """What this process runs: curate version and code, Python, the deciding libraries' versions, the
+    modality plug-ins."""
     from importlib import metadata
 
     import curation
@@ -204,7 +238,7 @@ def environment() -> dict:
         except metadata.PackageNotFoundError:
             libs[dist] = None
     return {"curate": curation.__version__, "code": code_digest(),
-            "python": ".".join(map(str, sys.version_info[:2])), "libs": libs}
+            "python": ".".join(map(str, sys.version_info[:2])), "libs": libs, "plugins": plugins()}
 
 
 def node_probe(check_dir: str, nonce: str, node_id: str, inputs: dict[str, int]) -> dict:
@@ -247,9 +281,11 @@ def node_probe(check_dir: str, nonce: str, node_id: str, inputs: dict[str, int])
     return report
 
 
-def problems(report: dict, driver: dict, out: Path, libraries: Iterable[str] = DECIDING) -> list[str]:
+def problems(report: dict, driver: dict, out: Path, libraries: Iterable[str] = DECIDING,
+             modalities: Iterable[str] = ()) -> list[str]:
     """What is wrong with one node's report, as sentences; empty when the node is fit. Only `libraries`
-    (`deciding_libraries` of the recipe's media) are compared: a node reports all it has."""
+    (`deciding_libraries` of the recipe's media) and the plug-ins of `modalities` (`plugin_modalities`) are
+    compared: a node reports all it has."""
     bad = []
     env = report.get("env")
     if env is None:
@@ -265,6 +301,14 @@ def problems(report: dict, driver: dict, out: Path, libraries: Iterable[str] = D
                 for d in sorted(libraries) if env["libs"].get(d) != driver["libs"].get(d)]
         if libs:
             bad.append("other library versions: " + ", ".join(libs))
+        for name in sorted(modalities):
+            want, got = driver.get("plugins", {}).get(name), (env.get("plugins") or {}).get(name)
+            if got is None:
+                bad.append(f"modality {name!r} is not installed there (the driver has the plug-in {want}); "
+                           f"install that plug-in on every node")
+            elif got != want:
+                bad.append(f"modality {name!r}: the plug-in {got} there, the driver's {want}; install the same "
+                           f"build on every node")
     if report["out"] == "missing":
         bad.append(f"the output folder {out} does not exist there; it must be one shared folder at the same "
                    f"path on every node")
@@ -283,9 +327,10 @@ def problems(report: dict, driver: dict, out: Path, libraries: Iterable[str] = D
 
 
 def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
-                media: Iterable[str] | None = None) -> list[dict]:
+                media: Iterable[str] | None = None, modalities: Iterable[str] = ()) -> list[dict]:
     """Probe every alive node with CPUs; raise CurateError naming each unfit node and why. `media`: the
-    recipe's (`media_kinds`), which decide the libraries compared; None compares every deciding one."""
+    recipe's (`media_kinds`), which decide the libraries compared; None compares every deciding one.
+    `modalities`: the recipe's plug-in modalities (`plugin_modalities`), whose builds are compared."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -321,7 +366,7 @@ def check_nodes(out: Path, inputs: Iterable[Path], timeout: float = 180.0,
             except Exception as e:  # noqa: BLE001 - a node whose worker dies is unfit
                 failures.append(f"{name}): the check task failed: {e}")
                 continue
-            bad = problems(report, driver, out, deciding_libraries(media))
+            bad = problems(report, driver, out, deciding_libraries(media), modalities)
             if shared and report["out"] == "ok" and not (check_dir / n["NodeID"]).is_file():
                 bad.append(f"a file it wrote into {out} is not visible to the driver; {out} must be shared")
             failures += [f"{name}, host {report['host']}): {b}" for b in bad]

@@ -42,13 +42,14 @@ class RayExecutor:
 
     def __init__(self, workers: int | None = None, address: str | None = None, progress: bool = True,
                  out: Path | None = None, inputs: Sequence[Path] = (), media: set[str] | None = None,
-                 retries: int = DEFAULT_RETRIES):
+                 retries: int = DEFAULT_RETRIES, modalities: set[str] | frozenset[str] = frozenset()):
         """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry), and
-        have the driver's versions of the libraries that the recipe's `media` use (`cluster.media_kinds`)."""
+        have the driver's versions of the libraries that the recipe's `media` use (`cluster.media_kinds`) and
+        of the plug-ins of its `modalities` (`cluster.plugin_modalities`)."""
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.progress = progress
-        self.out, self.inputs, self.media = out, inputs, media
+        self.out, self.inputs, self.media, self.modalities = out, inputs, media, modalities
         self._started = False
         self.max_retries = retries
         self.retries: list[dict] = []          # one row per resubmission (the ledger's `task_retries`)
@@ -69,7 +70,8 @@ class RayExecutor:
             self._started = True
             if self.out is not None:
                 try:
-                    nodes = cluster.check_nodes(self.out, self.inputs, media=self.media)
+                    nodes = cluster.check_nodes(self.out, self.inputs, media=self.media,
+                                                modalities=self.modalities)
                 except BaseException:
                     ray.shutdown()
                     raise
