@@ -1,6 +1,7 @@
 """A cluster as operators start it: `ray start --head` + `ray start --address` with token authentication
 (Ray 2.60), joined by `curate run --address`; the same bytes as the embedded run, auth failures named
-as such, and a node with another curate build named before any work starts.
+as such, and nodes without the recipe's modality plug-in, or with another curate build, named before any
+work starts.
 
 The nodes and the curate commands run in a private network namespace (tests/raystart.py): loopback
 only, every node on 127.0.0.1, stopped by the plan even when a step fails."""
@@ -17,6 +18,7 @@ import pytest
 
 from tests.conftest import REPO, TEXT_DEMO
 from tests.outputs import _files, _ledger_rows
+from tests.steps.test_modality_plugin import install_toy_modality, toy_recipe
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +52,9 @@ def ray_start_cluster(text_run, tmp_path_factory):
     nodes = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "PYTHONPATH": str(REPO)}
     no_token = ["RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"]
     driver = {"HOME": str(tmp / "home"), "PYTHONPATH": str(REPO)}
+    # a recipe of the toy plug-in modality, installed for the driver only (the nodes' PYTHONPATH lacks it)
+    plugin = install_toy_modality(tmp / "site")
+    toy = toy_recipe(tmp / "toy")
     address = f"127.0.0.1:{PORT}"
     run = lambda out: _curate("run", str(TEXT_DEMO), "--out", str(tmp / out), "--address", address)  # noqa: E731
     ray_tmp = tempfile.mkdtemp(prefix="rs-", dir="/tmp")   # short: Ray's socket paths have a length limit
@@ -63,6 +68,9 @@ def ray_start_cluster(text_run, tmp_path_factory):
         {"run": "no_token", "cmd": run("none"), "env": driver, "unset": no_token},
         {"run": "env_address", "cmd": _curate("run", str(TEXT_DEMO), "--out", str(tmp / "cluster")),
          "env": {**driver, "RAY_AUTH_TOKEN_PATH": str(token), "RAY_ADDRESS": address}, "unset": ["RAY_AUTH_MODE"]},
+        {"run": "no_plugin", "cmd": _curate("run", str(toy), "--out", str(tmp / "toy-out"), "--address", address),
+         "env": {**driver, "PYTHONPATH": f"{plugin}:{REPO}", "RAY_AUTH_TOKEN_PATH": str(token)},
+         "unset": ["RAY_AUTH_MODE"]},
         {"node": "stale-node", "env": {**nodes, "PYTHONPATH": str(stale)}},
         {"run": "stale", "cmd": run("stale-out"), "env": {**driver, "RAY_AUTH_TOKEN_PATH": str(token)},
          "unset": ["RAY_AUTH_MODE"]},
@@ -118,3 +126,16 @@ def test_node_with_another_curate_build_is_named(ray_start_cluster):
     assert "node stale-node" in err and "curate 0.0.9+0.1.0" in err and "install the same build" in err
     assert "node head" not in err and "node worker-1" not in err
     assert not (tmp / "stale-out" / "tokenized").exists()   # refused before any work
+
+
+def test_nodes_without_the_recipes_modality_plugin_are_named(ray_start_cluster):
+    """The plug-in is on the driver's path only: every node would fail its steps mid-run (or, with another
+    build, write other bytes), so the node check names each before any work."""
+    tmp, results = ray_start_cluster
+    r = results["no_plugin"]
+    assert r["rc"] == 1, r["stderr"][-3000:]
+    err = r["stderr"]
+    says = "modality 'video-frames' is not installed there (the driver has the plug-in video-frames 0.1 (code "
+    assert "2 problem(s) on the cluster's nodes" in err and err.count(says) == 2, err[-3000:]
+    assert "node head" in err and "node worker-1" in err and "install that plug-in on every node" in err
+    assert not (tmp / "toy-out" / "tokenized").exists()   # refused before any work

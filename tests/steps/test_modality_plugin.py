@@ -126,10 +126,9 @@ VIDEO_FRAMES = Modality(
 '''
 
 
-@pytest.fixture
-def video_frames(tmp_path, monkeypatch):
-    """The toy modality installed: one folder (`video_frames/`) and one registration (its entry point)."""
-    root = tmp_path / "site"
+def install_toy_modality(root):
+    """Write the toy modality into the folder `root` as an installed distribution would be: one folder
+    (`video_frames/`) and one registration (its entry point). Returns `root`, to put on a path."""
     (root / "video_frames").mkdir(parents=True)
     (root / "video_frames" / "__init__.py").write_text(textwrap.dedent(DECLARATION))
     (root / "video_frames" / "modality.py").write_text(textwrap.dedent(MODALITY))
@@ -137,6 +136,13 @@ def video_frames(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: video-frames\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[curate.modalities]\nvideo-frames = video_frames:DECLARATION\n")
+    return root
+
+
+@pytest.fixture
+def video_frames(tmp_path, monkeypatch):
+    """The toy modality installed in this process."""
+    root = install_toy_modality(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
     registry.reload()
     yield root
@@ -153,7 +159,7 @@ def _clips(tmp_path):
     return write_jsonl(tmp_path / "clips.jsonl", rows)
 
 
-def _recipe(tmp_path, settings: str = "{max_frames: 5}") -> object:
+def toy_recipe(tmp_path, settings: str = "{max_frames: 5}") -> object:
     path = tmp_path / "recipe.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: toy
@@ -178,7 +184,7 @@ def test_a_toy_modality_is_one_folder_and_one_registration(video_frames, tmp_pat
     from curation.steps.modality import read_processed
 
     assert "video-frames" in registry.registered() and "video-frames" not in str(registry.BUILTIN)
-    recipe = _recipe(tmp_path)
+    recipe = toy_recipe(tmp_path)
     plan = load_plan(recipe)
     assert {n.phase for n in plan.nodes() if n.source == "clips"} >= {"process", "tokenize", "merge"}
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(video_frames), str(REPO)])}
@@ -244,7 +250,7 @@ def test_a_cluster_node_without_the_plugin_or_with_another_build_of_it_is_named(
     from curation.runtime import cluster
     from tests.conftest import TEXT_DEMO
 
-    recipe = load_recipe(_recipe(tmp_path)).recipe
+    recipe = load_recipe(toy_recipe(tmp_path)).recipe
     assert cluster.plugin_modalities(recipe) == {"video-frames"}
     assert cluster.plugin_modalities(load_recipe(TEXT_DEMO).recipe) == set()
     driver = cluster.environment()
