@@ -26,7 +26,7 @@ from curation.plan.graph import Plan, load_plan
 from curation.recipe import load_recipe
 from curation.report import write_report
 from curation.runtime import mirror
-from curation.runtime.cluster import media_kinds, plugin_modalities
+from curation.runtime.build import media_kinds, plugin_modalities
 from curation.runtime.execute import execute
 from curation.runtime.local import LocalExecutor
 from curation.runtime.ray_executor import RayExecutor

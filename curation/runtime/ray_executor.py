@@ -44,8 +44,8 @@ class RayExecutor:
                  out: Path | None = None, inputs: Sequence[Path] = (), media: set[str] | None = None,
                  retries: int = DEFAULT_RETRIES, modalities: set[str] | frozenset[str] = frozenset()):
         """`out`, `inputs`: on a cluster, every node must see them at these paths (checked on entry), and
-        have the driver's versions of the libraries that the recipe's `media` use (`cluster.media_kinds`) and
-        of the plug-ins of its `modalities` (`cluster.plugin_modalities`)."""
+        have the driver's versions of the libraries that the recipe's `media` use (`build.media_kinds`) and
+        of the plug-ins of its `modalities` (`build.plugin_modalities`)."""
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.progress = progress

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from curation.errors import CurateError
-from curation.runtime import cluster
+from curation.runtime import build, cluster
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def _probe(tmp_path, out, inputs, nonce="n1", seen="n1"):
         check.mkdir()
         (check / "driver").write_text(seen)
     report = cluster.node_probe(str(check), nonce, "node1", inputs)
-    return report, cluster.problems(report, cluster.environment(), out)
+    return report, cluster.problems(report, build.environment(), out)
 
 
 def test_node_probe_on_a_fit_node(tmp_path):
@@ -98,7 +98,7 @@ def test_node_probe_names_each_problem(tmp_path):
 
 
 def test_other_build_python_and_libraries_are_named():
-    driver = cluster.environment()
+    driver = build.environment()
     node = {**driver, "curate": "0.0.9", "python": "3.12",
             "libs": {**driver["libs"], "numpy": "1.26.4", "datatrove": None}}
     bad = cluster.problems({"env": node, "out": "ok", "inputs": []}, driver, cluster.Path("/o"))
@@ -112,23 +112,23 @@ def test_other_build_python_and_libraries_are_named():
 
 
 def _node_with(libs: dict) -> dict:
-    driver = cluster.environment()
+    driver = build.environment()
     return {"env": {**driver, "libs": {**driver["libs"], **libs}}, "out": "ok", "inputs": []}
 
 
 def test_only_the_libraries_of_the_recipes_media_are_compared():
-    driver = cluster.environment()
+    driver = build.environment()
     driver["libs"].update({"torch": None, "lhotse": None, "pillow": None})      # a text-only driver
     node = _node_with({"torch": "2.13.0", "lhotse": "1.33.0", "pillow": "11.0"})  # workers with the extras
-    text = cluster.deciding_libraries(set())
+    text = build.deciding_libraries(set())
     assert cluster.problems(node, driver, cluster.Path("/o"), text) == []
     assert not {"torch", "lhotse", "pillow", "imagehash", "soxr", "soundfile"} & set(text)
-    [bad] = cluster.problems(node, driver, cluster.Path("/o"), cluster.deciding_libraries({"image"}))
+    [bad] = cluster.problems(node, driver, cluster.Path("/o"), build.deciding_libraries({"image"}))
     assert bad == "other library versions: pillow 11.0 (driver absent), torch 2.13.0 (driver absent)"
-    [bad] = cluster.problems(node, driver, cluster.Path("/o"), cluster.deciding_libraries({"audio"}))
+    [bad] = cluster.problems(node, driver, cluster.Path("/o"), build.deciding_libraries({"audio"}))
     assert bad == "other library versions: lhotse 1.33.0 (driver absent), torch 2.13.0 (driver absent)"
     # text libraries always count, whatever the media
-    [bad] = cluster.problems(_node_with({"tokenizers": "0.1"}), cluster.environment(), cluster.Path("/o"), text)
+    [bad] = cluster.problems(_node_with({"tokenizers": "0.1"}), build.environment(), cluster.Path("/o"), text)
     assert bad.startswith("other library versions: tokenizers 0.1 (driver ")
 
 
@@ -137,7 +137,7 @@ def test_only_the_libraries_of_the_recipes_media_are_compared():
 def test_media_of_the_shipped_recipes(recipe, media):
     from curation.recipe import load_recipe
     from tests.conftest import REPO
-    assert cluster.media_kinds(load_recipe(REPO / "recipes" / f"{recipe}.yaml", resolve_inputs=False).recipe) == media
+    assert build.media_kinds(load_recipe(REPO / "recipes" / f"{recipe}.yaml", resolve_inputs=False).recipe) == media
 
 
 def test_code_digest_ignores_the_wheels_data_files(tmp_path):
@@ -151,9 +151,9 @@ def test_code_digest_ignores_the_wheels_data_files(tmp_path):
     for name in ("recipes", "tokenizers"):
         shutil.copytree(REPO / name, wheel / "data" / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     assert list((wheel / "data").rglob("*.py"))                    # the helper scripts are there
-    assert cluster.code_digest(wheel) == cluster.code_digest()
+    assert build.code_digest(wheel) == build.code_digest()
     (wheel / "runtime" / "cluster.py").write_text("# another build\n")   # the package's own code still counts
-    assert cluster.code_digest(wheel) != cluster.code_digest()
+    assert build.code_digest(wheel) != build.code_digest()
 
 
 @pytest.mark.slow
@@ -165,4 +165,4 @@ def test_code_digest_of_a_built_wheel_equals_the_checkouts(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
     installed = tmp_path / "installed" / "curation"
     assert list((installed / "data" / "recipes").rglob("*.py"))
-    assert cluster.code_digest(installed) == cluster.code_digest()
+    assert build.code_digest(installed) == build.code_digest()

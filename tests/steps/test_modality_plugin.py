@@ -247,30 +247,30 @@ def test_a_cluster_node_without_the_plugin_or_with_another_build_of_it_is_named(
     """`ray start` nodes run a plug-in's steps from their own installation: the node check compares the build of
     each plug-in modality the recipe uses (distribution, version, code digest), as it compares curate's."""
     from curation.recipe.load import load_recipe
-    from curation.runtime import cluster
+    from curation.runtime import build, cluster
     from tests.conftest import TEXT_DEMO
 
     recipe = load_recipe(toy_recipe(tmp_path)).recipe
-    assert cluster.plugin_modalities(recipe) == {"video-frames"}
-    assert cluster.plugin_modalities(load_recipe(TEXT_DEMO).recipe) == set()
-    driver = cluster.environment()
-    build = driver["plugins"]["video-frames"]
-    assert build.startswith("video-frames 0.1 (code ") and len(build) == len("video-frames 0.1 (code )") + 16
-    text = cluster.deciding_libraries(set())
+    assert build.plugin_modalities(recipe) == {"video-frames"}
+    assert build.plugin_modalities(load_recipe(TEXT_DEMO).recipe) == set()
+    driver = build.environment()
+    installed = driver["plugins"]["video-frames"]
+    assert installed.startswith("video-frames 0.1 (code ") and len(installed) == len("video-frames 0.1 (code )") + 16
+    text = build.deciding_libraries(set())
 
     def problems(env, modalities=("video-frames",)):
         return cluster.problems({"env": env, "out": "ok", "inputs": []}, driver, cluster.Path("/o"), text, modalities)
 
     assert problems(driver) == []
     assert problems({**driver, "plugins": {}}) == [
-        f"modality 'video-frames' is not installed there (the driver has the plug-in {build}); install that "
+        f"modality 'video-frames' is not installed there (the driver has the plug-in {installed}); install that "
         f"plug-in on every node"]
     assert problems({**driver, "plugins": {}}, modalities=()) == []     # a recipe that does not use it
     # the same version with one file changed: another build, named with both digests
     step_code = video_frames / "video_frames" / "modality.py"
     step_code.write_text(step_code.read_text() + "\n# patched on this node\n")
-    other = cluster.environment()["plugins"]["video-frames"]
-    assert other != build and other.startswith("video-frames 0.1 (code ")
+    other = build.environment()["plugins"]["video-frames"]
+    assert other != installed and other.startswith("video-frames 0.1 (code ")
     assert problems({**driver, "plugins": {"video-frames": other}}) == [
-        f"modality 'video-frames': the plug-in {other} there, the driver's {build}; install the same build on "
+        f"modality 'video-frames': the plug-in {other} there, the driver's {installed}; install the same build on "
         f"every node"]
