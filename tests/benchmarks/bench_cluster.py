@@ -10,7 +10,7 @@ modes alternating; wall time of each run and whether every pair of outputs is id
 
 `faults`: a `ray start` cluster (head + worker-1 + worker-2, one CPU each, token auth, loopback only in a
 private network namespace: tests/raystart.py) runs the recipe once undisturbed, then once losing
-one worker's raylet during signatures and the other's during tokenize while worker-3 (2 CPUs) joins
+one worker's raylet during signatures, then (once worker-3, 2 CPUs, has joined) another's during tokenize
 (`tests.raystart.fault_steps`); wall times, what was killed and when, the retries the ledger recorded,
 tasks per node, and byte-identity of both runs against a local run.
 

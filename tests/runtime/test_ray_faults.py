@@ -1,6 +1,6 @@
 """A run that loses nodes: a real `ray start` cluster (head + two workers, token auth, loopback only, in a
 private network namespace: tests/raystart.py) loses one worker's raylet while a signatures task runs there
-and the other's while a tokenize task runs there; worker-3 joins in between. The run finishes
+and, after worker-3 joins, another worker's (the other one or worker-3) while a tokenize task runs there. The run finishes
 without a restart, on what is left, and its outputs are byte-identical to the local executor's. The lost
 tasks are retried and recorded in the ledger's `task_retries` and the report; the joined node ran tasks.
 
@@ -70,13 +70,20 @@ def faulted_run(text_run, tmp_path_factory):
     return tmp, results
 
 
+def _kills(results: dict) -> dict[str, dict]:
+    """Node -> what was killed there (`tests.raystart.fault_steps`: two of worker-1, worker-2, worker-3)."""
+    return {k.removeprefix("kill-"): v for k, v in results.items() if k.startswith("kill-")}
+
+
 def test_the_run_survives_two_lost_nodes(faulted_run):
     _, results = faulted_run
     r = results["faulted"]
     assert r["rc"] == 0, r["stderr"][-4000:]
     assert "cluster: 3 node(s) checked" in r["stderr"]
-    tasks = sorted(results[f"kill-{w}"]["task"].removeprefix("ray::").split("/")[0] for w in ("worker-1", "worker-2"))
+    kills = _kills(results)
+    tasks = sorted(k["task"].removeprefix("ray::").split("/")[0] for k in kills.values())
     assert tasks == ["signatures", "tokenize"], tasks
+    assert len(kills) == 2 and {"worker-1", "worker-2"} & set(kills), kills
 
 
 def test_its_outputs_are_byte_identical_to_a_local_run(faulted_run, text_run):
@@ -98,7 +105,7 @@ def test_the_lost_tasks_were_retried_and_recorded(faulted_run):
     assert {"signatures", "tokenize"} <= lost, rows
     assert all(r["attempt"] >= 1 and r["error"] in ("NodeDiedError", "WorkerCrashedError", "ObjectLostError")
                for r in rows), rows
-    killed = {results[k]["task"].removeprefix("ray::") for k in ("kill-worker-1", "kill-worker-2")}
+    killed = {k["task"].removeprefix("ray::") for k in _kills(results).values()}
     assert killed <= {r["node"] for r in rows}   # the very tasks that were running on the killed nodes
     stderr = results["faulted"]["stderr"]
     assert all(f"retry: task {k}" in stderr for k in killed)
@@ -110,5 +117,6 @@ def test_the_node_that_joined_mid_run_ran_tasks(faulted_run):
     stderr = faulted_run[1]["faulted"]["stderr"]
     line = next(x for x in stderr.splitlines() if x.startswith("cluster: tasks per node: "))
     counts = dict(part.rsplit(" ", 1) for part in line.removeprefix("cluster: tasks per node: ").split(", "))
-    assert int(counts.get("worker-3", 0)) > 0, line
+    # the tasks it finished, or the one it was running when it was lost (the second kill may take it)
+    assert int(counts.get("worker-3", 0)) > 0 or "worker-3" in _kills(faulted_run[1]), line
     assert int(counts.get("head", 0)) > 0, line
