@@ -32,6 +32,11 @@ def processed_path(out: Path, source: str, shard: str) -> Path:
     return out / "processed" / source / f"{shard}.parquet"
 
 
+def is_processed_table(rel: str) -> bool:
+    """Whether an output path (relative to `OUT`) is a shard's processed records (`processed_path`)."""
+    return rel.startswith("processed/") and rel.endswith(".parquet")
+
+
 def shar_dir(out: Path, source: str, shard: str) -> Path:
     return out / "processed" / source / f"{shard}.shar"
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
@@ -136,6 +137,43 @@ class Remote:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def get_pieces(self, rel: str, local: Path, pieces: Callable) -> int:
+        """Download only the byte ranges `pieces(read)` asks for (`read(start, end)`, a ranged GET each) into a
+        sparse file at `local`, each at its offset, atomically; returns the bytes downloaded. A task that
+        reads a slice of a file at known offsets (`os.pread`) reads the same bytes from it as from the whole."""
+        key = self.key(rel)
+        got = pieces(lambda start, end: self.fs.cat_file(key, start=start, end=end))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for at, data in got:
+                    f.seek(at)
+                    f.write(data)
+            os.replace(tmp, local)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sum(len(data) for _, data in got)
+
+    def get_columns(self, rel: str, local: Path, columns: list[str]) -> int:
+        """Download only `columns` of a Parquet object (its footer and those column chunks, by ranged reads)
+        into a Parquet file at `local` holding them, rows in the same order, atomically; returns its bytes. A
+        task reading another column of it fails loudly, never on wrong data."""
+        import pyarrow.parquet as pq
+        with self.fs.open(self.key(rel), "rb", cache_type="none") as f:   # no read-ahead of whole blocks
+            table = pq.read_table(f, columns=columns)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{local.name}.", suffix=".part")
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, local)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return local.stat().st_size
 
     def rm(self, rels) -> None:
         keys = [self.key(r) for r in rels]

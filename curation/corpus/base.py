@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from curation.core.layout import drops_path
+from curation.core.layout import drops_path, is_processed_table
 from curation.core.node import Node
 from curation.steps.droplist import write_drops
 
@@ -72,6 +72,15 @@ class CorpusPhase:
         """Stage name -> task function (out, node) -> marker payload."""
         raise TypeError(f"{type(self).__name__} must name its task functions")
 
+    def partial_reads(self) -> dict[str, Callable[[Node, str], Callable | None]]:
+        """Stage name -> (node, an output of one of its deps) -> None when the task reads that file whole, else
+        how a task of an output URL fetches just what it reads: a function (remote, rel, local path) writing a
+        local file that gives the task the same reads (`curation.core.outloc.Remote.get_pieces`: byte ranges
+        into a sparse file; `Remote.get_columns`: some columns of a Parquet file). Used by
+        `curation.runtime.publish.fetch`: a file that many tasks each read a part of is then not downloaded
+        whole by every one of them."""
+        return {}
+
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
         """Rows of the phase's tables; `totals`: source -> step name -> summed `StepStats` of the run."""
         return {}
@@ -102,3 +111,11 @@ class CorpusPhase:
             write_drops(path, drops)
             paths.append(str(path.relative_to(out)))
         return paths
+
+
+def processed_columns(rel: str, columns: list[str]) -> Callable | None:
+    """For `CorpusPhase.partial_reads`: fetch only `columns` of a processed shard (ids, metadata), not its
+    text; None for any other output."""
+    if not is_processed_table(rel):
+        return None
+    return lambda remote, rel, local: remote.get_columns(rel, local, columns)

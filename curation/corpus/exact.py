@@ -38,7 +38,7 @@ from curation.core.hashing import fingerprint
 from curation.core.layout import exact_keys_path, exact_part_path, processed_path
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
-from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.base import CorpusPhase, PlanContext, processed_columns
 from curation.corpus.exact_cc import (
     CC_ROUNDS,
     duplicate_rows,
@@ -231,6 +231,10 @@ class ExactPhase(CorpusPhase):
 
     def drop_node(self, stages: list[list[Node]], src) -> Node:
         return next(n for n in stages[-1] if n.shard == src.modality)
+
+    def partial_reads(self):
+        # a resolve task reads the ids of the processed shards, not their text
+        return {"exact_resolve": lambda node, rel: processed_columns(rel, ["id"])}
 
     def runners(self):
         return {"exact_keys": run_keys, "exact_part": run_part, "exact_scatter": run_scatter,

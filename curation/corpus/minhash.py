@@ -30,6 +30,7 @@ page is removed whole; its images are deduplicated by pHash).
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,7 +45,7 @@ from curation.core.hashing import fingerprint, sha256_file
 from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.parts import PartRows
-from curation.corpus.base import CorpusPhase, PlanContext
+from curation.corpus.base import CorpusPhase, PlanContext, processed_columns
 from curation.corpus.minhash_cc import (
     CC_ROUNDS,
     corpus_shards,
@@ -55,7 +56,16 @@ from curation.corpus.minhash_cc import (
     run_scatter,
     run_settle,
 )
-from curation.corpus.minhash_sig import LAYOUT, header, read_band, read_keys, sig_file, write_signatures
+from curation.corpus.minhash_sig import (
+    LAYOUT,
+    band_pieces,
+    header,
+    header_pieces,
+    read_band,
+    read_keys,
+    sig_file,
+    write_signatures,
+)
 from curation.corpus.stream import column_batches
 from curation.errors import RecipeError
 from curation.steps.text.minhash import (
@@ -247,6 +257,22 @@ class MinHashPhase(CorpusPhase):
         return {"signatures": run_signatures, "band": run_band, "cc_scatter": run_scatter, "cc_round": run_round,
                 "cc_settle": run_settle, "cc_resolve": run_resolve,
                 "clusters": lambda out, node: run_clusters(out, node, self)}
+
+    def partial_reads(self):
+        # a band task reads one band's partition of each signature file; a resolve task the header of each,
+        # and the ids (scores: `meta`) of the processed shards, not their text
+        def band(node: Node, rel: str):
+            s = node.spec
+            pieces = partial(band_pieces, band=s["band"], part=s["part"], parts=s["partitions"])
+            return (lambda remote, rel, local: remote.get_pieces(rel, local, pieces)) if rel.endswith(".bands") \
+                else None
+
+        def resolve(node: Node, rel: str):
+            if rel.endswith(".bands"):
+                return lambda remote, rel, local: remote.get_pieces(rel, local, header_pieces)
+            columns = ["id", "meta"] if node.spec["cfg"]["keep"] == "highest_quality" else ["id"]
+            return processed_columns(rel, columns)
+        return {"band": band, "cc_resolve": resolve}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
         # the clusters task's files, copied into the ledger by DuckDB: the driver holds none of their rows

@@ -11,7 +11,8 @@ One file per shard (`curation.core.layout.sig_path`, `sig/<source>/<shard>.bands
 Band task (b, p) reads the header, two table entries and its segment with `os.pread` (`read_band`): 12 bytes
 per document and band, 1/partitions of a band per task, instead of every shard's whole (documents × bands)
 array for one strided column. Not memory-mapped: a map's readahead pulls whole small files in from cold
-storage (an earlier attempt read 708 MB to use 17 MB).
+storage (an earlier attempt read 708 MB to use 17 MB). On an output URL a band task downloads just those
+ranges (`band_pieces`, through `MinHashPhase.partial_reads`), not the file, and a resolve task just the header.
 
 Output folders of earlier versions hold row-major `<shard>.npy` files (documents × bands <Q); a file may also
 be laid out for another partition count (an `index:` run, or a run whose `partitions` changed). `read_band`
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -114,10 +116,10 @@ def documents(path: Path) -> int:
     return found[1]
 
 
-def _read_segments(fd: int, parts: int, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
-    """Keys and rows of segments first .. last - 1 (one table read, one data read)."""
-    table = np.frombuffer(_pread(fd, 8 * (last - first + 1), HEADER.size + 8 * first), dtype="<i8")
-    data = _pread(fd, int(table[-1] - table[0]), int(table[0]))
+def _read_segments(pread, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and rows of segments first .. last - 1 (one table read, one data read; `pread(size, at)`)."""
+    table = np.frombuffer(pread(8 * (last - first + 1), HEADER.size + 8 * first), dtype="<i8")
+    data = pread(int(table[-1] - table[0]), int(table[0]))
     keys, rows = [], []
     for lo, hi in zip((table[:-1] - table[0]).tolist(), (table[1:] - table[0]).tolist()):
         m = (hi - lo) // 12
@@ -125,6 +127,21 @@ def _read_segments(fd: int, parts: int, first: int, last: int) -> tuple[np.ndarr
         rows.append(np.frombuffer(data, dtype="<u4", count=m, offset=lo + 8 * m))
     return (np.concatenate(keys).astype(np.uint64) if keys else np.zeros(0, np.uint64),
             np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64))
+
+
+def _band(pread, name: object, band: int, part: int, parts: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """`read_band` of a band-major file read with `pread(size, at)`: the header, two table entries and one
+    segment when the file is laid out for `parts`, else the whole band's table and data."""
+    magic, _, n, bands, have = HEADER.unpack(pread(HEADER.size, 0))
+    if magic != MAGIC or band >= bands:
+        raise ValueError(f"{name}: no band {band} in this signature file")
+    if have == parts:
+        keys, rows = _read_segments(pread, band * have + part, band * have + part + 1)
+    else:   # laid out for another partition count: the whole band, filtered
+        keys, rows = _read_segments(pread, band * have, (band + 1) * have)
+        mine = keys % np.uint64(parts) == part
+        keys, rows = keys[mine], rows[mine]
+    return keys, rows, int(n)
 
 
 def read_band(path: Path, band: int, part: int, parts: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -138,19 +155,39 @@ def read_band(path: Path, band: int, part: int, parts: int) -> tuple[np.ndarray,
     try:
         if NO_READAHEAD:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead beyond the pages asked for
-        head = _pread(fd, HEADER.size, 0)
-        magic, _, n, bands, have = HEADER.unpack(head)
-        if magic != MAGIC or band >= bands:
-            raise ValueError(f"{path}: no band {band} in this signature file")
-        if have == parts:
-            keys, rows = _read_segments(fd, have, band * have + part, band * have + part + 1)
-        else:   # laid out for another partition count: the whole band, filtered
-            keys, rows = _read_segments(fd, have, band * have, (band + 1) * have)
-            mine = keys % np.uint64(parts) == part
-            keys, rows = keys[mine], rows[mine]
+        return _band(lambda size, at: _pread(fd, size, at), path, band, part, parts)
     finally:
         os.close(fd)
-    return keys, rows, int(n)
+
+
+Pieces = list[tuple[int, bytes]]   # (offset, bytes) of a file: what a task reads of it
+COALESCE = 1 << 14                  # one ranged GET for the header and table entries that lie this near
+
+
+def band_pieces(read: Callable[[int, int], bytes], band: int, part: int, parts: int) -> Pieces:
+    """The byte ranges of a band-major file that `read_band(path, band, part, parts)` reads, fetched with
+    `read(start, end)`: a band task on an output URL downloads these, not the file (`curation.runtime.publish`),
+    so the band phase reads each signature once in all instead of every file once per task. Two requests a
+    file where the task's table entries lie within COALESCE bytes of the start (the header and the table up
+    to them in one, at 63 partitions 7 KB at most; a request costs more than that), else three; then its
+    segment."""
+    end = HEADER.size + 8 * (band * parts + part + 2)
+    first = read(0, end if end <= COALESCE else HEADER.size)
+    pieces: Pieces = [(0, first)]
+
+    def pread(size: int, at: int) -> bytes:
+        if at + size <= len(first):
+            return first[at:at + size]
+        data = read(at, at + size)
+        pieces.append((at, data))
+        return data
+    _band(pread, "the signature file", band, part, parts)
+    return pieces
+
+
+def header_pieces(read: Callable[[int, int], bytes]) -> Pieces:
+    """The bytes `documents` reads of a band-major file: its header."""
+    return [(0, read(0, HEADER.size))]
 
 
 def read_keys(path: Path) -> np.ndarray:
@@ -165,7 +202,7 @@ def read_keys(path: Path) -> np.ndarray:
     fd = os.open(path, os.O_RDONLY)
     try:
         for b in range(bands):
-            keys, rows = _read_segments(fd, parts, b * parts, (b + 1) * parts)
+            keys, rows = _read_segments(lambda size, at: _pread(fd, size, at), b * parts, (b + 1) * parts)
             out[rows, b] = keys
     finally:
         os.close(fd)

@@ -34,6 +34,11 @@ def stage_runners() -> dict:
     return {stage: fn for phase in CORPUS_PHASES for stage, fn in phase.runners().items()}
 
 
+def stage_partial_reads() -> dict:
+    """Corpus stage name -> the dep outputs its tasks read only in part (`CorpusPhase.partial_reads`)."""
+    return {stage: fn for phase in CORPUS_PHASES for stage, fn in phase.partial_reads().items()}
+
+
 def ledger_schemas() -> dict:
     """The ledger tables every corpus phase contributes (present in every ledger, empty when unused)."""
     return {name: schema for phase in CORPUS_PHASES for name, schema in phase.tables.items()}

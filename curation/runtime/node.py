@@ -13,10 +13,11 @@ from curation.core.markers import read_marker, write_marker
 from curation.core.node import Node
 from curation.core.outloc import is_remote
 from curation.plan.fingerprint import digest
-from curation.plan.phases import stage_runners
+from curation.plan.phases import stage_partial_reads, stage_runners
 from curation.runtime.tasks import RECORD_TASKS
 
 _RUNNERS: dict = {}
+_PARTIAL: dict = {}
 
 
 def task_for(phase: str):
@@ -25,13 +26,22 @@ def task_for(phase: str):
     return _RUNNERS[phase]
 
 
+def partial_reads(node: Node):
+    """rel -> what the node reads of that dep output when it reads only part of it, else None
+    (`curation.corpus.base.CorpusPhase.partial_reads`); None for a node that reads every file whole."""
+    if not _PARTIAL:
+        _PARTIAL.update(stage_partial_reads())
+    which = _PARTIAL.get(node.phase)
+    return None if which is None else (lambda rel: which(node, rel))
+
+
 def run_node(out: str, node: Node) -> dict:
     """Run the node's task into `out` and mark it complete. `out` may be an output URL: then the task runs
     in a local staging folder and publishes its outputs (`curation.runtime.publish`)."""
     if is_remote(out):
         from curation.runtime.mirror import adopt
         from curation.runtime.publish import run_staged
-        return run_staged(out, node, _run_here, adopt)
+        return run_staged(out, node, _run_here, adopt, partial_reads(node))
     return _run_here(Path(out), node)
 
 

@@ -47,8 +47,10 @@ def reads(node: Node, output: str) -> bool:
     return m is None or node.shard is None or (m.group(1), m.group(2)) == (node.source, node.shard)
 
 
-def fetch(remote: Remote, node: Node, local: Path) -> set[str]:
-    """Download the node's deps' markers and the files it reads of theirs into `local`; returns them."""
+def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Callable | None] | None = None) -> set[str]:
+    """Download the node's deps' markers and the files it reads of theirs into `local`; returns them.
+    `partial(rel)`: for a file the task reads only part of, how to fetch that part
+    (`curation.corpus.base.CorpusPhase.partial_reads`), else None."""
     got = set()
     for key in node.deps:
         marker = remote_marker(remote, key)
@@ -61,7 +63,11 @@ def fetch(remote: Remote, node: Node, local: Path) -> set[str]:
         got.add(marker_rel(key))
         for rel in marker.get("outputs", []):
             if reads(node, rel) and rel not in got:
-                remote.get(rel, local / rel)
+                part = partial(rel) if partial is not None else None
+                if part is None:
+                    remote.get(rel, local / rel)
+                else:
+                    part(remote, rel, local / rel)
                 got.add(rel)
     return got
 
@@ -84,15 +90,16 @@ def publish(remote: Remote, local: Path, node: Node, marker: dict, fetched: set[
     remote.put(marker_path(local, node.key), marker_rel(node.key))
 
 
-def run_staged(url: str, node: Node, run: Callable[[Path, Node], dict], adopt: Callable | None = None) -> dict:
+def run_staged(url: str, node: Node, run: Callable[[Path, Node], dict], adopt: Callable | None = None,
+               partial: Callable[[str], Callable | None] | None = None) -> dict:
     """`run(local_out, node)` (which writes the marker there) in a staging folder, then publish; `adopt`
-    may keep the published files on this machine (the driver's mirror)."""
+    may keep the published files on this machine (the driver's mirror); `partial`: see `fetch`."""
     remote = Remote(url)
     root = staging_root()
     root.mkdir(parents=True, exist_ok=True)
     local = Path(tempfile.mkdtemp(dir=root, prefix=f"task-{os.getpid()}-"))
     try:
-        fetched = fetch(remote, node, local)
+        fetched = fetch(remote, node, local, partial)
         marker = run(local, node)
         publish(remote, local, node, marker, fetched)
         if adopt is not None:

@@ -59,3 +59,25 @@ def test_commands_that_need_a_folder_refuse_a_url(tmp_path, monkeypatch, capsys,
     assert main([cmd[0], str(recipe), *cmd[1:], "--out", "s3://bkt/x"]) == 2
     assert "--out s3://bkt/x:" in capsys.readouterr().err
     assert not (tmp_path / "s3:").exists()
+
+
+def test_a_task_fetches_only_the_columns_it_reads_of_a_parquet_object(tmp_path):
+    """`Remote.get_columns`: the ids of a processed shard without its text (what a resolve task of an
+    output URL reads): the same rows in order, a fraction of the object, and no other column to misread."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.core.outloc import Remote
+    fs = fsspec.filesystem("memory")
+    root = f"cols-{tmp_path.name}"
+    ids = [f"doc-{i}" for i in range(3000)]
+    table = pa.table({"id": ids, "text": [f"{i} " * 400 for i in range(3000)], "meta": ['{"q": 1}'] * 3000})
+    pq.write_table(table, tmp_path / "shard.parquet", row_group_size=1000)
+    fs.pipe_file(f"{root}/processed/s/0.parquet", (tmp_path / "shard.parquet").read_bytes())
+    size = Remote(f"memory://{root}").get_columns("processed/s/0.parquet", tmp_path / "got.parquet", ["id"])
+    got = pq.read_table(tmp_path / "got.parquet")
+    assert got.column_names == ["id"] and got.column("id").to_pylist() == ids
+    assert size == (tmp_path / "got.parquet").stat().st_size < (tmp_path / "shard.parquet").stat().st_size / 10
+    with pytest.raises(pa.ArrowInvalid, match="text"):
+        pq.read_table(tmp_path / "got.parquet", columns=["text"])

@@ -3,6 +3,7 @@ row-major file gave, the band edges are the same from either layout, and a resum
 are row-major recomputes them (its signatures fingerprint moved) while its band and clustering tasks stay done."""
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -221,3 +222,51 @@ def test_partitions_move_the_signatures_layout_not_their_keys(tmp_path):
     assert sig1.fingerprint != sig3.fingerprint and sig1.spec["keys"] == sig3.spec["keys"]
     assert (sig1.spec["partitions"], sig3.spec["partitions"]) == (1, 3)
     assert plans[0]["process/web/00000"].fingerprint == plans[1]["process/web/00000"].fingerprint
+
+
+def test_a_band_task_of_an_output_url_downloads_only_its_slice_of_each_file(tmp_path, monkeypatch):
+    """On an output URL a task first fetches what it reads (`curation.runtime.publish.fetch`). A band task
+    fetches the header and table up to its entries, then its segment, of each signature file (two ranged
+    reads into a sparse file), never a whole file: the band phase downloads each signature once in all, not once per task. Its
+    edges are those of a local run, and a resolve task's header-only copy gives the document count."""
+    import fsspec
+
+    from curation.core.outloc import Remote
+    from curation.corpus.minhash_sig import header_pieces
+    from curation.runtime.node import run_node
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "staging"))
+    fs = fsspec.filesystem("memory")
+    root = f"bkt-{tmp_path.name}/run"
+    url, local, parts, bands = f"memory://{root}", tmp_path / "local", 4, 6
+    shards, deps, rng = [("a", "0"), ("a", "1"), ("b", "0")], [], np.random.default_rng(5)
+    for source, shard in shards:
+        path = sig_path(local, source, shard)
+        write_signatures(path, _keys(rng, 400, bands=bands, distinct=60), parts, FP)
+        rel = str(path.relative_to(local))
+        fs.pipe_file(f"{root}/{rel}", path.read_bytes())
+        deps.append(f"signatures/{source}/{shard}")
+        fs.pipe_file(f"{root}/work/markers/{deps[-1]}.json", json.dumps({"outputs": [rel]}).encode())
+    ranged, whole = [], []
+    cat, get = type(fs).cat_file, type(fs).get_file
+    monkeypatch.setattr(type(fs), "cat_file", lambda self, p, start=None, end=None, **kw: (
+        ranged.append((p, start, end)) if p.endswith(".bands") else None) or cat(self, p, start=start, end=end, **kw))
+    monkeypatch.setattr(type(fs), "get_file", lambda self, p, *a, **kw: whole.append(p) or get(self, p, *a, **kw))
+    for band in (0, 5):
+        for part in range(parts):
+            spec = {"band": band, "part": part, "partitions": parts, "scope": "global", "index": [],
+                    "shards": [list(s) for s in shards]}
+            ranged.clear()
+            run_node(url, Node("band", None, f"{band:03d}-{part:03d}", "fp", deps=deps, spec=spec))
+            got = np.load(io.BytesIO(fs.cat_file(f"{root}/{edges_path(local, band, part).relative_to(local)}")))
+            run_band(local, Node("band", None, f"{band:03d}-{part:03d}", "fp", spec=spec))
+            assert np.array_equal(got, np.load(edges_path(local, band, part)))
+            for source, shard in shards:    # header and table, then the segment: 12 bytes per key
+                path = sig_path(local, source, shard)
+                asked = [e - s for p, s, e in ranged if p.endswith(str(path.relative_to(local)))]
+                table = 8 * (band * parts + part + 2)   # the header and the table up to its entries: one request
+                assert sum(asked) == HEADER.size + table + 12 * read_band(path, band, part, parts)[0].size
+                assert len(asked) == 2 and sum(asked) < path.stat().st_size / 10
+    assert not [p for p in whole if p.endswith(".bands")]
+    rel = str(sig_path(local, "b", "0").relative_to(local))
+    assert Remote(url).get_pieces(rel, tmp_path / "head.bands", header_pieces) == HEADER.size
+    assert documents(tmp_path / "head.bands") == 400
