@@ -173,3 +173,35 @@ def test_precision_and_recall_on_planted_contamination(tmp_path):
     assert not missed, [(i, found[i]) for i in missed][:3]  # recall 1.0
     assert not flagged & set(range(len(docs)))                                          # precision 1.0
     assert not flagged & set(planted["partial-35"])
+
+
+def test_on_an_output_url_the_resolution_fetches_text_only_of_flagged_shards(tmp_path):
+    """`decont_resolve` counts every shard's documents but shows texts only of flagged samples: on an output
+    URL it fetches a processed shard whole only when its flags (fetched first) hold a row, else its ids."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.core.layout import flags_path, processed_path
+    from curation.core.outloc import Remote
+    from curation.corpus.decont.match import FLAG_SCHEMA
+    from curation.corpus.decont.phase import DecontPhase
+    fs = fsspec.filesystem("memory")
+    root, local = f"decont-{tmp_path.name}/run", tmp_path / "staging"
+    fetcher = DecontPhase().partial_reads()["decont_resolve"]
+    flag = {"source": "web", "shard": "0", "id": "d1", "benchmark": "b", "item": 0, "item_id": "i",
+            "overlap": 9, "item_ngrams": 9, "ratio": 1.0}
+    for shard, flags in (("0", [flag]), ("1", [])):
+        path = processed_path(tmp_path / "src", "web", shard)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": ["d0", "d1"], "text": ["a " * 500, "b " * 500]}), path)
+        fs.pipe_file(f"{root}/processed/web/{shard}.parquet", path.read_bytes())
+        flags_path(local, "web", shard).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(flags, schema=FLAG_SCHEMA), flags_path(local, "web", shard))
+    for shard in ("0", "1"):
+        rel = f"processed/web/{shard}.parquet"
+        fetcher(None, rel)(Remote(f"memory://{root}"), rel, local / rel)
+    assert pq.read_table(processed_path(local, "web", "0")).column_names == ["id", "text"]   # flagged: whole
+    assert pq.read_table(processed_path(local, "web", "1")).column_names == ["id"]           # its row count
+    assert pq.ParquetFile(processed_path(local, "web", "1")).metadata.num_rows == 2
+    assert fetcher(None, "work/decont/flags/web/0.parquet") is None

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.core.hashing import fingerprint, sha256_file
-from curation.core.layout import flags_path, processed_path, review_dir
+from curation.core.layout import flags_path, is_processed_table, processed_path, review_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.corpus.base import CorpusPhase, PlanContext
 from curation.corpus.decont.benchmarks import check_fields
@@ -30,6 +30,20 @@ from curation.errors import DecontaminationGuard, InputError, RecipeError
 from curation.steps.image.phash import default_reductions, domain_reduce
 
 IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
+
+
+def _flagged_text_only(remote, rel: str, local: Path) -> None:
+    """How `decont_resolve`, on an output URL, fetches a processed shard: it counts every shard's documents
+    but reads the text only of shards with flags (the review page shows them), so of a shard its match task
+    flagged nothing it takes the id column. The flags come first (its deps list the match tasks first); a
+    shard whose flags are not there yet is fetched whole."""
+    root = Path(str(local)[:-len(rel)])
+    source, shard = rel.removeprefix("processed/").removesuffix(".parquet").split("/", 1)
+    flags = flags_path(root, source, shard)
+    if flags.is_file() and pq.ParquetFile(flags).metadata.num_rows == 0:
+        remote.get_columns(rel, local, ["id"])
+    else:
+        remote.get(rel, local)
 
 
 def _benchmarks(loaded, cfg) -> tuple[list[dict], list[dict]]:
@@ -108,6 +122,9 @@ class DecontPhase(CorpusPhase):
 
     def runners(self):
         return {"decont_index": run_decont_index, "decont": run_decont, "decont_resolve": self.resolve}
+
+    def partial_reads(self):
+        return {"decont_resolve": lambda node, rel: _flagged_text_only if is_processed_table(rel) else None}
 
     def resolve(self, out: Path, node: Node) -> dict:
         """Streams over the shards' flags (read again per pass, never all held): the counts the guard needs,
