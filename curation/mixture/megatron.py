@@ -144,9 +144,9 @@ def _packed_prefixes(hdir: Path, mdir: Path, sources: list[dict], stage_fp: str,
     written, held = write_packed(hdir, seqs, sizes, seq_length, pad)
     prefixes = []
     for w in written:
-        prefix = hdir / w["name"]
+        prefix, sha = hdir / w["name"], w.pop("bin_sha256")
         prefixes.append({**w, "prefix": os.path.relpath(prefix, mdir).replace(os.sep, "/"),
-                         "files": [_file(Path(f"{prefix}.bin"), mdir), _file(Path(f"{prefix}.idx"), mdir)]})
+                         "files": [_file(Path(f"{prefix}.bin"), mdir, sha), _file(Path(f"{prefix}.idx"), mdir)]})
     return prefixes, held
 
 

@@ -79,12 +79,15 @@ def index_bytes(size: int, seq_length: int) -> Iterator[bytes]:
 
 
 class _File:
+    """A `.bin` being written, hashed as it is written (the manifest's sha256 without reading it again)."""
+
     def __init__(self, path: Path):
         self.tmp = Path(f"{path}.tmp")
-        self.path, self.f = path, open(self.tmp, "wb")
+        self.path, self.f, self.h = path, open(self.tmp, "wb"), hashlib.sha256()
 
     def write(self, b: bytes) -> None:
         self.f.write(b)
+        self.h.update(b)
 
     def close(self) -> None:
         self.f.close()
@@ -94,7 +97,7 @@ class _File:
 def write_packed(hdir: Path, sequences: Iterable, sizes: list[int], seq_length: int,
                  pad: int) -> tuple[list[dict], dict[int, int]]:
     """Write the packed prefixes into `hdir`, `sizes[j]` sequences in the j-th (`chunk_sizes`); returns (per
-    prefix: name, sequences, tokens; planned tokens per source index)."""
+    prefix: name, sequences, tokens, the sha256 of its `.bin`; planned tokens per source index)."""
     names = prefix_names(len(sizes))
     sinks = [_File(hdir / f"{n}.bin") for n in names]
     try:
@@ -109,7 +112,8 @@ def write_packed(hdir: Path, sequences: Iterable, sizes: list[int], seq_length: 
         tmp = hdir / f"{name}.idx.tmp"
         tmp.write_bytes(b"".join(index_bytes(size, seq_length)))
         os.replace(tmp, hdir / f"{name}.idx")
-    return [{"name": n, "sequences": k, "tokens": k * seq_length + 1} for n, k in zip(names, sizes)], held
+    return [{"name": n, "sequences": k, "tokens": k * seq_length + 1, "bin_sha256": sink.h.hexdigest()}
+            for n, k, sink in zip(names, sizes, sinks)], held
 
 
 class _Hash:

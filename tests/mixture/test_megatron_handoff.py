@@ -138,6 +138,8 @@ def test_a_stage_over_one_megatron_document_is_split_into_prefixes_each_ending_w
     assert np.fromfile(tmp_path / "packed-001.bin", dtype=np.int32).tolist() == [13] * 4 + [14] * 4 + [99]
     want, _ = expected_digests(iter(seqs), [3, 2], 4, 99)
     assert want["packed-000"] == (sha256_file(tmp_path / "packed-000.bin"), sha256_file(tmp_path / "packed-000.idx"))
+    # hashed as written: the manifest's digest without reading the stage's tokens again
+    assert [w["bin_sha256"] for w in written] == [sha256_file(tmp_path / f"{w['name']}.bin") for w in written]
 
 
 def test_tokenizer_settings_keep_our_padded_rows_and_an_eod_no_tokenizer_emits():
