@@ -55,6 +55,8 @@ def test_ray_executor_into_s3_matches_a_local_run(bucket, tmp_path):
     if ray.is_initialized():   # the embedded Ray must start here, so its workers see the S3 endpoint
         ray.shutdown()
     recipe = tiny_recipe(tmp_path / "r")
+    # partitioned MinHash: band and resolve tasks on the workers fetch only what they read (partial_reads)
+    recipe.write_text(recipe.read_text().replace("dedup: {minhash: {}}", "dedup: {minhash: {partitions: 3}}"))
     local = run(recipe, tmp_path / "local", progress=False, executor="local")
     url = f"{bucket}/tiny"
     res = run(recipe, url, progress=False, executor="ray", workers=2)
