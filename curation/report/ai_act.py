@@ -29,6 +29,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -322,11 +323,12 @@ def html_doc(con) -> str:
 
 def write_summary(rows: dict, rdir: Path) -> Path:
     """Write `ai_act_summary.md` and `ai_act_summary.html` into the reports folder `rdir`; returns the HTML."""
-    con = connect(rows)
-    try:
-        md, page = markdown(con), html_doc(con)
-    finally:
-        con.close()
+    with tempfile.TemporaryDirectory(prefix="curate-summary-") as spill:
+        con = connect(rows, Path(spill))
+        try:
+            md, page = markdown(con), html_doc(con)
+        finally:
+            con.close()
     atomic_write_bytes(rdir / "ai_act_summary.md", md.encode())
     atomic_write_bytes(rdir / "ai_act_summary.html", page.encode())
     return rdir / "ai_act_summary.html"

@@ -5,10 +5,13 @@ summary is a cell of one of these, run over the ledger tables; the summary's app
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
+from curation.core.parts import PartRows
 from curation.ledger.schema import SCHEMAS
+from curation.ledger.store import DUCKDB_MEMORY, DUCKDB_THREADS, parts_select
 
 # the template's share of domain names to list for crawled data: the top 10% by size of content (small
 # and medium enterprises may list 5% or at most 1,000); at least one domain where any exists
@@ -73,17 +76,28 @@ QUERIES: dict[str, str] = {
 }
 
 
-def connect(rows: dict):
+def connect(rows: dict, spill: Path | None = None):
     """An in-memory DuckDB holding the ledger tables of `rows` with the ledger's schemas (what
-    `ledger.duckdb` holds; a table the rows lack is empty)."""
+    `ledger.duckdb` holds; a table the rows lack is empty). A table that stays in its part files
+    (`PartRows`: clusters, near duplicates, domains) is copied by DuckDB from them, as the ledger is: its
+    rows never become Python objects here. With `spill` (a folder), DuckDB holds at most `DUCKDB_MEMORY`
+    and writes what does not fit there."""
     import duckdb
 
     con = duckdb.connect()
+    if spill is not None:
+        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+        con.execute(f"SET threads = {DUCKDB_THREADS}")
+        con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
     for name, schema in SCHEMAS.items():
-        table = pa.Table.from_pylist(rows.get(name) or [], schema=schema)
+        data = rows.get(name)
+        part = data if isinstance(data, PartRows) else None
+        table = pa.Table.from_pylist([] if part is not None or data is None else data, schema=schema)
         con.register(f"_{name}", table)
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
         con.unregister(f"_{name}")
+        if part is not None:
+            con.execute(f"INSERT INTO {name} {parts_select(part)}")
     return con
 
 

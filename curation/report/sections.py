@@ -4,6 +4,7 @@ from __future__ import annotations
 from itertools import islice
 
 from curation.ledger.pools import main_pool
+from curation.report.cluster_stats import cluster_stats
 from curation.report.removals import group_removals, pipeline_order
 from curation.report.table import Cell, Section, table
 from curation.steps.registry import MODALITIES
@@ -111,22 +112,17 @@ def decont_sections(rows: dict) -> list[Section]:
 
 def dedup_sections(rows: dict) -> list[Section]:
     """Near-duplicate clusters (size distribution, which sources share clusters) and image/audio groups. The
-    cluster tables may be `PartRows` (rows left in their part files): they are iterated once, never indexed."""
+    cluster tables may be `PartRows` (rows left in their part files): the MinHash clusters are counted by DuckDB
+    (`cluster_stats`), the image and audio groups' first 50 read."""
     out = []
     clusters = rows.get("clusters", [])
     if clusters:
-        sizes: dict[int, int] = {}
-        for c in clusters:
-            sizes[c["size"]] = sizes.get(c["size"], 0) + 1
+        n, sizes, named, shared = cluster_stats(clusters)   # by DuckDB: no cluster row in this process
         names = [s["source"] for s in rows["sources"]]
-        names += sorted({src for c in clusters for src in c["sources"]} - set(names))  # earlier runs' index
-        overlap = {(a, b): 0 for a in names for b in names}
-        for c in clusters:
-            for a in c["sources"]:
-                for b in c["sources"]:
-                    overlap[(a, b)] += 1
+        names += sorted(set(named) - set(names))  # earlier runs' index
+        overlap = {(a, b): shared.get((a, b), 0) for a in names for b in names}
         out += [
-            Section(DEDUP, "Near-duplicate clusters", f"{len(clusters)} clusters of MinHash near-duplicates; each keeps "
+            Section(DEDUP, "Near-duplicate clusters", f"{n} clusters of MinHash near-duplicates; each keeps "
                     "one document, which names the cluster (`dedup.minhash.keep`: `earliest` in recipe source order, "
                     "then shard, then position; `highest_quality`: the highest score, ties the earliest). Members: "
                     "ledger table `clusters`.", table(["cluster size", "clusters", "documents removed"],
