@@ -92,6 +92,11 @@ def exact_keys_path(out: Path, source: str, shard: str) -> Path:
     return work_dir(out, "exact") / "keys" / source / f"{shard}.npy"
 
 
+def exact_index_path(out: Path, source: str, shard: str) -> Path:
+    """The key of every 64th row of the shard's sorted keys (`curation.corpus.partition.range_index`)."""
+    return work_dir(out, "exact") / "keys" / source / f"{shard}.index"
+
+
 def exact_part_path(out: Path, modality: str, part: int) -> Path:
     """The shared keys of one hash range of one modality: (document, kind, key) of every repeated key."""
     return work_dir(out, "exact") / "parts" / modality / f"{part:04d}.npy"

@@ -140,7 +140,8 @@ class Remote:
 
     def get_pieces(self, rel: str, local: Path, pieces: Callable) -> int:
         """Download only the byte ranges `pieces(read)` asks for (`read(start, end)`, a ranged GET each) into a
-        sparse file at `local`, each at its offset, atomically; returns the bytes downloaded. A task that
+        sparse file at `local`, each at its offset, as long as the last piece's end, atomically; returns the
+        bytes downloaded. A task that
         reads a slice of a file at known offsets (`os.pread`) reads the same bytes from it as from the whole."""
         key = self.key(rel)
         # an empty range is no request: S3 answers `bytes=N-(N-1)` with the whole object (moto does too)
@@ -152,6 +153,7 @@ class Remote:
                 for at, data in got:
                     f.seek(at)
                     f.write(data)
+                f.truncate(max((at + len(data) for at, data in got), default=0))   # a last (size, b"") sets the size
             os.replace(tmp, local)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -28,14 +28,15 @@ of the modality, at most 1024) sets both.
 """
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 
-from curation.core.atomic import save_array
+from curation.core.atomic import atomic_write_bytes, save_array
 from curation.core.hashing import fingerprint
-from curation.core.layout import exact_keys_path, exact_part_path, processed_path
+from curation.core.layout import exact_index_path, exact_keys_path, exact_part_path, processed_path
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
 from curation.corpus.base import CorpusPhase, PlanContext, processed_columns
@@ -50,8 +51,11 @@ from curation.corpus.exact_cc import (
     run_settle,
 )
 from curation.corpus.partition import (
+    INDEX_STRIDE,
     document,
+    range_index,
     range_slice,
+    range_window,
     shard_keys,
     shared_keys,
     sort_keys,
@@ -83,7 +87,44 @@ def run_keys(out: Path, node: Node) -> dict:
     keys = sort_keys(np.concatenate(parts) if parts else np.zeros((0, 4), np.uint64))
     path = exact_keys_path(out, node.source, node.shard)
     save_array(path, keys)
-    return {"records": rows, "keys": int(keys.shape[0]), "outputs": [str(path.relative_to(out))]}
+    index = exact_index_path(out, node.source, node.shard)   # a part task reads its range and no more
+    atomic_write_bytes(index, range_index(keys).astype("<u8").tobytes())
+    # the index listed first: a part task of an output URL has it before it fetches the keys (`partial_reads`)
+    return {"records": rows, "keys": int(keys.shape[0]),
+            "outputs": [str(index.relative_to(out)), str(path.relative_to(out))]}
+
+
+def _index(out: Path, source: str, shard: str) -> np.ndarray | None:
+    """The shard's range index (`run_keys`), or None (keys written by an earlier version)."""
+    path = exact_index_path(out, source, shard)
+    return np.fromfile(path, dtype="<u8") if path.is_file() else None
+
+
+def _fetch_range(remote, rel: str, local: Path, part: int, parts: int) -> None:
+    """How an `exact_part` task of an output URL fetches a shard's keys: the `.npy` header and the rows from
+    the stride where its hash range starts to the stride where it ends (`range_window`, by the shard's range
+    index, fetched before the keys), at their offsets in a sparse file of the array's size: `np.load(mmap_mode=
+    "r")` and `range_slice` then read those rows as from the whole file. Keys without an index: whole."""
+    index_path = Path(str(local)[:-len(".npy")] + ".index")
+    if not index_path.is_file():
+        remote.get(rel, local)
+        return
+    index = np.fromfile(index_path, dtype="<u8")
+
+    def pieces(read):
+        head = read(0, 128)
+        f = io.BytesIO(head)
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        start = f.tell()
+        if start > len(head):   # a header longer than the first read
+            head = read(0, start)
+        row = dtype.itemsize * int(np.prod(shape[1:]))
+        lo, hi = range_window(index, shape[0], part, parts)
+        return [(0, head[:start]), (start + lo * row, read(start + lo * row, start + hi * row)),
+                (start + shape[0] * row, b"")]   # the file's full size: np.load maps the whole array
+    remote.get_pieces(rel, local, pieces)
 
 
 def part_shared(slices: list[tuple[int, int, np.ndarray]]) -> np.ndarray:
@@ -107,7 +148,8 @@ def run_part(out: Path, node: Node) -> dict:
     slices = []
     for number, ((source, shard), group) in enumerate(zip(shards, _groups(shards, spec["scope"]))):
         keys = np.load(exact_keys_path(out, source, shard), mmap_mode="r")
-        slices.append((number, group, range_slice(keys, spec["part"], spec["partitions"])))
+        index = _index(out, source, shard)
+        slices.append((number, group, range_slice(keys, spec["part"], spec["partitions"], index)))
     shared = part_shared(slices)
     path = exact_part_path(out, spec["modality"], spec["part"])
     save_array(path, shared)
@@ -186,8 +228,8 @@ class ExactPhase(CorpusPhase):
             process = [n for n in ctx.process if ctx.source(n.source).modality == modality]
             shards = [(n.source, n.shard) for n in process]
             mine = [Node("exact_keys", p.source, p.shard, fingerprint(
-                {"v": CODE_EPOCH, "phase": "exact_keys", "url": exact.url, "process": p.fingerprint}),
-                deps=[p.key], spec={"url": exact.url}) for p in process]
+                {"v": CODE_EPOCH, "phase": "exact_keys", "url": exact.url, "process": p.fingerprint,
+                 "index": INDEX_STRIDE}), deps=[p.key], spec={"url": exact.url}) for p in process]
             n_parts = exact.partitions or max(1, min(len(process), MAX_AUTO_PARTITIONS))
             listed = [[n.source, n.shard, n.fingerprint] for n in mine]
             mine_parts = [Node("exact_part", None, f"{modality}-{p:04d}", fingerprint(
@@ -233,8 +275,14 @@ class ExactPhase(CorpusPhase):
         return next(n for n in stages[-1] if n.shard == src.modality)
 
     def partial_reads(self):
-        # a resolve task reads the ids of the processed shards, not their text
-        return {"exact_resolve": lambda node, rel: processed_columns(rel, ["id"])}
+        # a part task reads its hash range of each shard's keys; a resolve task the ids of the processed
+        # shards, not their text
+        def part(node: Node, rel: str):
+            if not rel.endswith(".npy") or "/keys/" not in rel:
+                return None
+            return lambda remote, rel, local: _fetch_range(remote, rel, local, node.spec["part"],
+                                                           node.spec["partitions"])
+        return {"exact_part": part, "exact_resolve": lambda node, rel: processed_columns(rel, ["id"])}
 
     def runners(self):
         return {"exact_keys": run_keys, "exact_part": run_part, "exact_scatter": run_scatter,

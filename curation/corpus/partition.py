@@ -63,13 +63,59 @@ def sort_keys(entries: np.ndarray) -> np.ndarray:
     return entries[np.lexsort((entries[:, 3], entries[:, 2], entries[:, 1], entries[:, 0]))]
 
 
-def range_slice(entries: np.ndarray, part: int, parts: int) -> np.ndarray:
+INDEX_STRIDE = 64   # rows between two keys of a shard's range index (`range_index`): 2 KB of rows a stride, an index of
+                    # 1/256 of the keys' bytes (a part task fetches the index whole and a stride at each end of its range)
+
+
+def range_index(entries: np.ndarray) -> np.ndarray:
+    """The key of every INDEX_STRIDE-th row of sorted `entries` (uint64): with it a hash range's rows are found
+    by reading one stride of keys at each end (`range_rows`), not the whole key column."""
+    return np.ascontiguousarray(np.asarray(entries[::INDEX_STRIDE, 0]), dtype=np.uint64)
+
+
+def _start(value: int, parts: int) -> np.uint64:
+    return np.uint64((value << 64) // parts)
+
+
+def _first_at_least(entries: np.ndarray, index: np.ndarray, value: np.uint64) -> int:
+    """The first row whose key is >= value: the index puts it after row (j - 1) × STRIDE, whose key is smaller,
+    and at or before row j × STRIDE, whose key is not; only that stride's keys are read."""
+    j = int(np.searchsorted(index, value))
+    if j == 0:
+        return 0
+    lo, hi = (j - 1) * INDEX_STRIDE, min(j * INDEX_STRIDE, entries.shape[0])
+    return lo + int(np.searchsorted(np.asarray(entries[lo:hi, 0]), value))
+
+
+def range_rows(entries: np.ndarray, index: np.ndarray, part: int, parts: int) -> tuple[int, int]:
+    """Rows [lo, hi) of hash range `part` of `parts` in sorted `entries`, by its `range_index`."""
+    lo = _first_at_least(entries, index, _start(part, parts)) if part else 0
+    hi = _first_at_least(entries, index, _start(part + 1, parts)) if part + 1 < parts else entries.shape[0]
+    return lo, hi
+
+
+def range_window(index: np.ndarray, rows: int, part: int, parts: int) -> tuple[int, int]:
+    """Rows a task must hold of a shard's `rows` sorted entries to find and take hash range `part` by
+    `range_rows`: from the stride where the range starts to the stride where it ends."""
+    def stride(value, last):
+        j = int(np.searchsorted(index, value))
+        return (max(j - 1, 0) * INDEX_STRIDE) if not last else min(j * INDEX_STRIDE, rows)
+    lo = stride(_start(part, parts), False) if part else 0
+    hi = stride(_start(part + 1, parts), True) if part + 1 < parts else rows
+    return lo, max(lo, hi)
+
+
+def range_slice(entries: np.ndarray, part: int, parts: int, index: np.ndarray | None = None) -> np.ndarray:
     """The entries of sorted `entries` (possibly memory-mapped) whose key falls in hash range `part` of
-    `parts`: keys' high 64 bits in [part * 2^64 / parts, (part + 1) * 2^64 / parts). Keys are uniform
-    hashes, so every range holds about 1/parts of them."""
-    col = entries[:, 0]
-    lo = np.searchsorted(col, np.uint64((part << 64) // parts)) if part else 0
-    hi = np.searchsorted(col, np.uint64(((part + 1) << 64) // parts)) if part + 1 < parts else col.size
+    `parts`: keys' high 64 bits in [part * 2^64 / parts, (part + 1) * 2^64 / parts). Given the shard's
+    `range_index`, only the range's rows and one stride at each end are read (not the whole key column).
+    Keys are uniform hashes, so every range holds about 1/parts of them."""
+    if index is not None:
+        lo, hi = range_rows(entries, index, part, parts)
+    else:
+        col = entries[:, 0]
+        lo = np.searchsorted(col, _start(part, parts)) if part else 0
+        hi = np.searchsorted(col, _start(part + 1, parts)) if part + 1 < parts else col.size
     return np.asarray(entries[lo:hi])
 
 

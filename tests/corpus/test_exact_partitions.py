@@ -2,6 +2,7 @@
 (`tests/corpus/exact_oracle.py`), for any partition count and shard order, in memory and as tasks."""
 from __future__ import annotations
 
+import io
 import json
 import random
 
@@ -14,7 +15,15 @@ from curation.core.hashing import content_hash
 from curation.core.layout import drops_path, processed_path
 from curation.core.urls import normalize_url
 from curation.corpus.exact import part_shared, resolve_duplicates
-from curation.corpus.partition import range_slice, resolve, shard_keys, sort_keys
+from curation.corpus.partition import (
+    INDEX_STRIDE,
+    range_index,
+    range_slice,
+    range_window,
+    resolve,
+    shard_keys,
+    sort_keys,
+)
 from curation.steps.droplist import read_drops
 from tests.corpus.exact_oracle import sequential_duplicates
 
@@ -115,3 +124,66 @@ def test_the_partition_setting_plans_ranges_and_moves_no_fingerprint_of_the_resu
     assert final[None].fingerprint == final[3].fingerprint         # the result does not depend on it
     assert auto.recipe_fp == three.recipe_fp
     assert [n.fingerprint for n in auto.tokenize] == [n.fingerprint for n in three.tokenize]
+
+
+def test_the_range_index_finds_the_searched_slices_within_their_window():
+    rng = np.random.default_rng(0)
+    for n in (0, 1, INDEX_STRIDE, INDEX_STRIDE + 1, 5 * INDEX_STRIDE + 17):
+        k = sort_keys(np.column_stack([rng.integers(0, 2**63, (n, 2), dtype=np.int64).astype(np.uint64) * np.uint64(2),
+                                       np.zeros((n, 1), np.uint64), np.arange(n, dtype=np.uint64)]))
+        index = range_index(k)
+        for parts in (1, 2, 3, 8, 100):
+            for part in range(parts):
+                want = range_slice(k, part, parts)
+                assert np.array_equal(range_slice(k, part, parts, index), want)
+                lo, hi = range_window(index, n, part, parts)   # the rows it read lie in its window
+                window = np.full(k.shape, np.uint64(2**64 - 1))
+                window[lo:hi] = k[lo:hi]
+                assert np.array_equal(range_slice(window, part, parts, index), want), (n, parts, part)
+                assert hi - lo <= want.shape[0] + 2 * INDEX_STRIDE
+
+
+def test_a_part_task_of_an_output_url_downloads_only_its_hash_range(tmp_path, monkeypatch):
+    """On an output URL an `exact_part` task fetches each shard's range index, then the keys' `.npy` header
+    and its range's rows (a stride more at each end) into a sparse file of the array's size; its shared keys
+    are the local run's."""
+    import fsspec
+
+    from curation.core.layout import exact_keys_path, exact_part_path
+    from curation.core.node import Node
+    from curation.corpus.exact import run_keys, run_part
+    from curation.runtime.node import run_node
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "staging"))
+    shards, parts = generated(5, n_shards=4, per=600), 4
+    local, fs = tmp_path / "local", fsspec.filesystem("memory")
+    root = f"exact-{tmp_path.name}/run"
+    names, deps = [(s, sh) for s, sh, *_ in shards], []
+    for source, shard, hashes, ids, links in shards:
+        path = processed_path(local, source, shard)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": ids, "content_hash": hashes,
+                                 "meta": [json.dumps({"url": u} if u else {}) for u in links]}), path)
+        marker = run_keys(local, Node("exact_keys", source, shard, "fp", spec={"url": "url"}))
+        for rel in marker["outputs"]:
+            fs.pipe_file(f"{root}/{rel}", (local / rel).read_bytes())
+        deps.append(f"exact_keys/{source}/{shard}")
+        fs.pipe_file(f"{root}/work/markers/{deps[-1]}.json", json.dumps(marker).encode())
+    ranged, whole = [], []
+    cat, get = type(fs).cat_file, type(fs).get_file
+    monkeypatch.setattr(type(fs), "cat_file", lambda self, p, start=None, end=None, **kw: (
+        ranged.append((p, start, end)) if p.endswith(".npy") else None) or cat(self, p, start=start, end=end, **kw))
+    monkeypatch.setattr(type(fs), "get_file", lambda self, p, *a, **kw: whole.append(p) or get(self, p, *a, **kw))
+    for part in range(parts):
+        spec = {"modality": "text", "part": part, "partitions": parts, "scope": "global", "shards": names}
+        ranged.clear()
+        run_node(f"memory://{root}", Node("exact_part", None, f"text-{part:04d}", "fp", deps=deps, spec=spec))
+        rel = exact_part_path(local, "text", part).relative_to(local)
+        got = np.load(io.BytesIO(fs.cat_file(f"{root}/{rel}")))
+        run_part(local, Node("exact_part", None, f"text-{part:04d}", "fp", spec=spec))
+        assert np.array_equal(got, np.load(exact_part_path(local, "text", part))) and got.size
+        for source, shard in names:   # the header (128 bytes) and a quarter of the rows, a stride more each end
+            size = exact_keys_path(local, source, shard).stat().st_size
+            asked = sum(e - s for p, s, e in ranged if p.endswith(f"keys/{source}/{shard}.npy"))
+            assert 128 < asked <= 128 + 0.25 * (size - 128) + 2 * INDEX_STRIDE * 32 * 1.5, (asked, size)
+    assert not [p for p in whole if p.endswith(".npy")]
+    assert sorted({p.rsplit(".", 1)[1] for p in whole}) == ["index"]   # the small range index, whole
