@@ -118,19 +118,29 @@ def parts_select(part: PartRows) -> str:
             f"JOIN (VALUES {order}) o(file, pos) ON p.filename = o.file ORDER BY o.pos, p.file_row_number")
 
 
+def bounded(con, spill: Path | None, memory: str = DUCKDB_MEMORY, threads: int = DUCKDB_THREADS):
+    """`con` with DuckDB's memory and threads bounded (beyond `memory`, sorts, copies and in-memory tables
+    spill to `spill`), rows kept in insertion order and no progress bar; returns it."""
+    try:
+        con.execute(f"SET memory_limit = '{memory}'")
+        con.execute(f"SET threads = {threads}")
+        con.execute("SET preserve_insertion_order = true")   # tables and copies keep the rows' order
+        con.execute("SET enable_progress_bar = false")        # a long copy prints nothing on the run's terminal
+        if spill is not None:
+            con.execute(f"SET temp_directory = {_sql_str(spill)}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 def open_new(path: Path, spill: Path | None = None):
     """A connection whose default database is a new file at `path` in `STORAGE_FORMAT`, with DuckDB's memory
     bounded (`DUCKDB_MEMORY`, `DUCKDB_THREADS`; beyond it, sorts and copies spill to `spill`)."""
     import duckdb
 
-    con = duckdb.connect()
+    con = bounded(duckdb.connect(), spill)
     try:
-        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
-        con.execute(f"SET threads = {DUCKDB_THREADS}")
-        con.execute("SET preserve_insertion_order = true")   # tables and copies keep the rows' order
-        con.execute("SET enable_progress_bar = false")        # a long copy prints nothing on the run's terminal
-        if spill is not None:
-            con.execute(f"SET temp_directory = {_sql_str(spill)}")
         con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS ledger (STORAGE_VERSION '{STORAGE_FORMAT}')")
         con.execute("USE ledger")
     except BaseException:

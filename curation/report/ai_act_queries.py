@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from curation.core.parts import PartRows
 from curation.ledger.schema import SCHEMAS
-from curation.ledger.store import DUCKDB_MEMORY, DUCKDB_THREADS, parts_select
+from curation.ledger.store import bounded, parts_select
 
 # the template's share of domain names to list for crawled data: the top 10% by size of content (small
 # and medium enterprises may list 5% or at most 1,000); at least one domain where any exists
@@ -84,11 +84,7 @@ def connect(rows: dict, spill: Path | None = None):
     and writes what does not fit there."""
     import duckdb
 
-    con = duckdb.connect()
-    if spill is not None:
-        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
-        con.execute(f"SET threads = {DUCKDB_THREADS}")
-        con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
+    con = duckdb.connect() if spill is None else bounded(duckdb.connect(), spill)
     for name, schema in SCHEMAS.items():
         data = rows.get(name)
         part = data if isinstance(data, PartRows) else None

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from curation.core.parts import PartRows
 from curation.ledger.schema import SCHEMAS
-from curation.ledger.store import parts_select
+from curation.ledger.store import bounded, parts_select
 
 MEMORY = "64MB"   # DuckDB's limit for these counts (beyond it, the self-join spills): the report's own peak stays put
 
@@ -21,12 +21,8 @@ def cluster_stats(clusters) -> tuple[int, dict[int, int], list[str], dict[tuple[
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="curate-clusters-") as spill:
-        con = duckdb.connect()
+        con = bounded(duckdb.connect(), Path(spill), MEMORY, threads=1)
         try:
-            con.execute(f"SET memory_limit = '{MEMORY}'")
-            con.execute("SET threads = 1")
-            con.execute(f"SET temp_directory = '{Path(spill).as_posix()}'")
-            con.execute("SET preserve_insertion_order = true")
             if isinstance(clusters, PartRows):
                 con.execute(f"CREATE VIEW c AS {parts_select(clusters)}")
             else:

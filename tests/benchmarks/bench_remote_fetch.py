@@ -47,6 +47,14 @@ def keys_of(rng, n: int) -> np.ndarray:
     return keys
 
 
+def _publish(fs, root: str, local: Path, key: str, marker: dict) -> int:
+    """A dep task's outputs and marker into the store, as it would have published them; returns their bytes."""
+    for rel in marker["outputs"]:
+        fs.pipe_file(f"{root}/{rel}", (local / rel).read_bytes())
+    fs.pipe_file(f"{root}/work/markers/{key}.json", json.dumps(marker).encode())
+    return sum((local / rel).stat().st_size for rel in marker["outputs"])
+
+
 def band_phase(parts: int, shards: int, documents: int, partial: bool, tmp: Path) -> dict:
     import fsspec
     fs = fsspec.filesystem("memory")
@@ -56,11 +64,9 @@ def band_phase(parts: int, shards: int, documents: int, partial: bool, tmp: Path
     for source, shard in names:
         path = sig_path(tmp / "sig", source, shard)
         write_signatures(path, keys_of(rng, documents), parts, "0123456789abcdef")
-        rel = str(path.relative_to(tmp / "sig"))
-        fs.pipe_file(f"{root}/{rel}", path.read_bytes())
-        file_bytes += path.stat().st_size
+        file_bytes += _publish(fs, root, tmp / "sig", f"signatures/{source}/{shard}",
+                               {"outputs": [str(path.relative_to(tmp / "sig"))]})
         deps.append(f"signatures/{source}/{shard}")
-        fs.pipe_file(f"{root}/work/markers/{deps[-1]}.json", json.dumps({"outputs": [rel]}).encode())
     edges = []
 
     def run(band: int, part: int) -> None:
@@ -94,11 +100,8 @@ def exact_phase(parts: int, shards: int, documents: int, partial: bool, tmp: Pat
                                  "meta": [json.dumps({"url": f"https://h{i % 97}.example/{shard}/{i}"})
                                           for i in range(documents)]}), path)
         marker = run_keys(tmp, Node("exact_keys", source, shard, "fp", spec={"url": "url"}))
-        for rel in marker["outputs"]:
-            fs.pipe_file(f"{root}/{rel}", (tmp / rel).read_bytes())
-            file_bytes += (tmp / rel).stat().st_size
+        file_bytes += _publish(fs, root, tmp, f"exact_keys/{source}/{shard}", marker)
         deps.append(f"exact_keys/{source}/{shard}")
-        fs.pipe_file(f"{root}/work/markers/{deps[-1]}.json", json.dumps(marker).encode())
     outputs = []
 
     def run(part: int) -> None:
