@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import os
 
 import pytest
 
@@ -29,6 +31,23 @@ def corpus(name: str) -> list[str]:
         if isinstance(text, str):
             texts.append(text)
     return texts
+
+
+# The "every document" equivalence tests read an even sample of each corpus by default, about this many
+# bytes of text, spread over the whole file; CURATE_WHOLE_CORPORA=1 gives them every document (the largest
+# corpus is 9.6 MB: the whole set takes minutes, most of the full suite's real-corpus time).
+SAMPLE_BYTES = 1_000_000
+WHOLE_CORPORA = os.environ.get("CURATE_WHOLE_CORPORA") == "1"
+
+
+def corpus_sample(name: str) -> list[str]:
+    """Every document of `name` under CURATE_WHOLE_CORPORA=1, else every k-th one, k chosen so that about
+    SAMPLE_BYTES of text is read (corpora smaller than that are read whole)."""
+    texts = corpus(name)
+    if WHOLE_CORPORA:
+        return texts
+    stride = max(1, math.ceil(sum(len(t.encode()) for t in texts) / SAMPLE_BYTES))
+    return texts[::stride]
 
 
 # Strings that stress spaCy's tokenizer and the sentencizer, one idea each.

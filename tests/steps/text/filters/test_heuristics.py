@@ -1,6 +1,7 @@
 """The fast quality filters give datatrove's verdicts, reasons and edited texts: datatrove's own
-`filter()` and curate's step run side by side on every document of the benchmark corpora and on
-adversarial documents, for settings of every parameter the recipe schema exposes."""
+`filter()` and curate's step run side by side on the benchmark corpora (an even sample by default, every
+document with CURATE_WHOLE_CORPORA=1) and on adversarial documents, for settings of every parameter the
+recipe schema exposes."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,7 @@ from curation.recipe import schema
 from curation.steps.text.filters.document import _DATATROVE, DatatroveFilter
 from curation.steps.text.filters.heuristics import DECIDE
 from curation.steps.text.filters.word_cache import WordCache
-from tests.steps.text.texts import BENCH, CORPORA, DOCUMENTS, corpus
+from tests.steps.text.texts import BENCH, CORPORA, DOCUMENTS, corpus, corpus_sample
 
 MODELS = {"gopher_quality": schema.GopherQualityFilter, "gopher_repetition": schema.GopherRepetitionFilter,
           "c4_quality": schema.C4QualityFilter, "fineweb_quality": schema.FineWebQualityFilter}
@@ -159,8 +160,9 @@ def run_chain(texts: list[str], language: str, steps) -> list:
 @pytest.mark.slow
 @pytest.mark.parametrize("name,language", CORPORA)
 def test_every_corpus_document_through_the_chain(name, language):
-    """The four steps in the benchmark's order, defaults: same drops, reasons and kept texts."""
-    texts = corpus(name)
+    """The four steps in the benchmark's order, defaults: same drops, reasons and kept texts, on an even ~1 MB
+    sample of each corpus (CURATE_WHOLE_CORPORA=1: every document)."""
+    texts = corpus_sample(name)
     _warm(language)
     kinds = ["gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
     new = [DatatroveFilter(MODELS[k](type=k, language=language), source="s").keep for k in kinds]

@@ -1,13 +1,13 @@
 """WordSplitter gives exactly the words, sentence spans and sentence counts of datatrove's spaCy
-tokenizer: on adversarial strings, on every document and line of the benchmark corpora, and for
-every chunk it decides without spaCy."""
+tokenizer: on adversarial strings, on every document and line of the benchmark corpora (an even sample by default,
+every document with CURATE_WHOLE_CORPORA=1), and for every chunk it decides without spaCy."""
 from __future__ import annotations
 
 import pytest
 from datatrove.utils.word_tokenizers import SpaCyTokenizer
 
 from curation.steps.text.filters.splitter import WordSplitter
-from tests.steps.text.texts import ADVERSARIAL, CORPORA, DOCUMENTS, corpus
+from tests.steps.text.texts import ADVERSARIAL, CORPORA, DOCUMENTS, corpus, corpus_sample
 
 SPACY_CODE = {"eng": "en", "deu": "de", "spa": "es", "nld": "nl", "fra": "fr", "ara": "xx"}
 
@@ -129,10 +129,11 @@ def test_chunks_decided_without_spacy_are_spacy_tokens():
 @pytest.mark.slow
 @pytest.mark.parametrize("name,language", CORPORA)
 def test_every_document_line_and_chunk_of_the_corpora(name, language):
+    """Every line and chunk of an even ~1 MB sample of each corpus (CURATE_WHOLE_CORPORA=1: every document)."""
     if WordSplitter.for_language(language) is None:
         pytest.skip(f"{language}: special cases with spaces inside, the filters use datatrove's tokenizer")
     splitter, ref = WordSplitter(SpaCyTokenizer(SPACY_CODE[language])), reference(language)
-    texts = [t for t in corpus(name) if "IS_ALPHA" not in t]
+    texts = [t for t in corpus_sample(name) if "IS_ALPHA" not in t]
     lines = sum(assert_same(splitter, ref, t) for t in texts)
     assert lines >= len(texts)
     # every chunk decided without spaCy is cut as spaCy cuts it
