@@ -24,8 +24,14 @@ class Server:
                     server.log.append((self.path, self.headers.get("Host")))
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
+                # in flight while the route answers: once the body is written, the client may send its next
+                # request before this thread would get the lock again (seen under load: 3 in flight of 2)
                 try:
                     status, headers, body = server.routes[self.path.split("?")[0]](server)
+                finally:
+                    with lock:
+                        server.inflight -= 1
+                try:
                     self.send_response(status)
                     for k, v in headers.items():
                         self.send_header(k, v)
@@ -34,9 +40,6 @@ class Server:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                finally:
-                    with lock:
-                        server.inflight -= 1
 
         self.httpd = ThreadingHTTPServer((address, 0), Handler)
         self.httpd.daemon_threads = True
