@@ -277,24 +277,28 @@ def _literal(text: str) -> str:
 
 
 def comment_sql(con, schema: str | None = None) -> None:
-    """`COMMENT ON` every table, view and column of `con` that we describe (`schema`: the attached database)."""
+    """`COMMENT ON` every table, view and column of `con` that we describe (`schema`: the attached database).
+    One multi-statement `execute`: ~300 separate ones cost 0.3 s per run, most of a small run's ledger write."""
     q = f"{schema}." if schema else ""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal"
-                                        + (f" AND database_name = {_literal(schema)}" if schema else "")).fetchall()}
-    views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal"
-                                       + (f" AND database_name = {_literal(schema)}" if schema else "")).fetchall()}
+    where = f" AND database_name = {_literal(schema)}" if schema else ""
+    tables = {r[0] for r in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE NOT internal{where}").fetchall()}
+    views = {r[0] for r in con.execute(f"SELECT view_name FROM duckdb_views() WHERE NOT internal{where}").fetchall()}
+    columns: dict[str, list[str]] = {}
+    for table, col in con.execute(f"SELECT table_name, column_name FROM duckdb_columns() WHERE true{where} "
+                                  "ORDER BY table_name, column_index").fetchall():
+        columns.setdefault(table, []).append(col)
+    statements = []
     for name in sorted(tables):
         if name in TABLES:
-            con.execute(f"COMMENT ON TABLE {q}{name} IS {_literal(TABLES[name])}")
-        cols = [r[0] for r in con.execute(f"SELECT column_name FROM duckdb_columns() WHERE table_name = {_literal(name)}"
-                                          + (f" AND database_name = {_literal(schema)}" if schema else "")
-                                          + " ORDER BY column_index").fetchall()]
-        for col in cols:
+            statements.append(f"COMMENT ON TABLE {q}{name} IS {_literal(TABLES[name])}")
+        for col in columns.get(name, []):
             text = column_comment(name, col)
             if text is not None:
-                con.execute(f'COMMENT ON COLUMN {q}{name}."{col}" IS {_literal(text)}')
+                statements.append(f'COMMENT ON COLUMN {q}{name}."{col}" IS {_literal(text)}')
     for name in sorted(views & set(VIEWS)):
-        con.execute(f"COMMENT ON VIEW {q}{name} IS {_literal(VIEWS[name])}")
+        statements.append(f"COMMENT ON VIEW {q}{name} IS {_literal(VIEWS[name])}")
+    if statements:
+        con.execute("BEGIN;\n" + ";\n".join(statements) + ";\nCOMMIT")
 
 
 def described(con) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str, str]]], list[tuple[str, str]]]:
