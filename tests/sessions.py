@@ -7,6 +7,10 @@ Sharing rules: a test must not modify what a shared fixture returns (copy it fir
 `test_curate_train_runs_on_the_stage` does); a cluster fixture is module-scoped because a live
 cluster captures a later `ray.init()` without an address (Ray finds it through RAY_TMPDIR's
 `ray_current_cluster`), so it must end before the tests of the next module start the embedded Ray.
+
+Under pytest-xdist (`.ci/run`: `-n 2 --dist loadfile`) each worker is a process of its own, with its own
+RAY_TMPDIR (tests/conftest.py), its own embedded Ray and its own copy of each session fixture; a module's
+tests all run on one worker, so a module-scoped cluster starts once.
 """
 from __future__ import annotations
 
