@@ -89,7 +89,7 @@ def run_keys(out: Path, node: Node) -> dict:
     save_array(path, keys)
     index = exact_index_path(out, node.source, node.shard)   # a part task reads its range and no more
     atomic_write_bytes(index, range_index(keys).astype("<u8").tobytes())
-    # the index listed first: a part task of an output URL has it before it fetches the keys (`partial_reads`)
+    # a part task of an output URL fetches the index whole before the keys in part (`runtime.publish.fetch`)
     return {"records": rows, "keys": int(keys.shape[0]),
             "outputs": [str(index.relative_to(out)), str(path.relative_to(out))]}
 

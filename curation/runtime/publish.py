@@ -10,6 +10,11 @@ dies before that leaves no marker and is simply run again.
 
 A file the task wrote that its marker does not list is a bug in the task (it would be lost, or read
 by no one through the store) and fails the run.
+
+Requests to the store run `TRANSFERS` at a time (the deps' markers, the files, the uploads, the checks
+that a marker's files are there): an object store answers each request after a round trip of tens of
+milliseconds, and a task of a partitioned phase reads a piece of every shard (tests/benchmarks/
+bench_store_latency.py). The marker is still uploaded only after every file it lists.
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from curation.core.layout import marker_path
@@ -27,6 +33,19 @@ from curation.core.outloc import Remote, staging_root
 from curation.errors import CurateError
 
 _DROPS = re.compile(r"^work/[^/]+/drops/([^/]+)/([^/]+)\.parquet$")
+TRANSFERS = 16   # requests in flight per task (S3 serves thousands per second per prefix)
+
+
+def each(fn: Callable, items: Iterable, transfers: int | None = None) -> list:
+    """`[fn(x) for x in items]` with up to `transfers` (default TRANSFERS) calls at once; the first error
+    (in `items` order) is raised once every call has ended."""
+    items = list(items)
+    limit = TRANSFERS if transfers is None else transfers
+    if limit <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(limit, len(items))) as pool:
+        futures = [pool.submit(fn, x) for x in items]
+    return [f.result() for f in futures]
 
 
 def marker_rel(key: str) -> str:
@@ -51,9 +70,9 @@ def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Call
     """Download the node's deps' markers and the files it reads of theirs into `local`; returns them.
     `partial(rel)`: for a file the task reads only part of, how to fetch that part
     (`curation.corpus.base.CorpusPhase.partial_reads`), else None."""
-    got = set()
-    for key in node.deps:
-        marker = remote_marker(remote, key)
+    got: set[str] = set()
+    wanted: list[str] = []
+    for key, marker in zip(node.deps, each(lambda k: remote_marker(remote, k), node.deps), strict=True):
         if marker is None:
             raise CurateError(f"task {node.key} reads the outputs of {key}, which has no completion marker in "
                               f"{remote.url}; re-run to produce it")
@@ -63,12 +82,14 @@ def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Call
         got.add(marker_rel(key))
         for rel in marker.get("outputs", []):
             if reads(node, rel) and rel not in got:
-                part = partial(rel) if partial is not None else None
-                if part is None:
-                    remote.get(rel, local / rel)
-                else:
-                    part(remote, rel, local / rel)
+                wanted.append(rel)
                 got.add(rel)
+
+    # whole files first, then the parts: how a part is fetched may depend on a whole file beside it (an
+    # `exact_part` task reads a shard's range index to know which rows of its keys to fetch)
+    parts = {rel: partial(rel) for rel in wanted} if partial is not None else {}
+    each(lambda rel: remote.get(rel, local / rel), [rel for rel in wanted if parts.get(rel) is None])
+    each(lambda rel: parts[rel](remote, rel, local / rel), [rel for rel in wanted if parts.get(rel) is not None])
     return got
 
 
@@ -82,8 +103,7 @@ def publish(remote: Remote, local: Path, node: Node, marker: dict, fetched: set[
     unlisted = sorted(_files(local) - fetched - set(outputs) - {marker_rel(node.key)})
     if unlisted:
         raise RuntimeError(f"task {node.key} wrote files its completion marker does not list: {unlisted[:5]}")
-    for rel in outputs:
-        remote.put(local / rel, rel)
+    each(lambda rel: remote.put(local / rel, rel), outputs)
     old = remote_marker(remote, node.key)
     stale = sorted(set(old.get("outputs", [])) - set(outputs)) if old else []
     remote.rm(stale)
@@ -133,6 +153,6 @@ def current_remote(url: str, node: Node, digest: Callable[[Path, Node], str | No
                                   {k: v for k, v in marker.items() if k != "fingerprint"})
             remote.put(marker_path(Path(tmp), node.key), marker_rel(node.key))
     fs = remote.fs
-    if all(fs.exists(remote.key(p)) for p in marker.get("outputs", [])):
+    if all(each(lambda p: fs.exists(remote.key(p)), marker.get("outputs", []))):
         return marker
     return None

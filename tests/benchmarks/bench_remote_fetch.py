@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,7 @@ def _counted(fs, partial: bool, tasks: list, which: tuple[str, ...], file_bytes:
     real = node_module.partial_reads
     if not partial:
         node_module.partial_reads = lambda node: None
+    started = time.perf_counter()
     try:
         for task in tasks:
             task()
@@ -140,7 +142,7 @@ def _counted(fs, partial: bool, tasks: list, which: tuple[str, ...], file_bytes:
         type(fs).cat_file, type(fs).get_file = cat, get
         node_module.partial_reads = real
     return {"tasks": len(tasks), "file_bytes": file_bytes, "downloaded": fetched["bytes"], "requests": fetched["gets"],
-            "outputs": outputs}
+            "seconds": time.perf_counter() - started, "outputs": outputs}
 
 
 def main() -> None:
@@ -161,6 +163,7 @@ def main() -> None:
                 ranged = phase(parts, args.shards, args.documents, True, Path(tmp) / f"{name}-r{parts}")
                 same = whole.pop("outputs") == ranged.pop("outputs")
                 for fetch, r in (("whole files", whole), ("what it reads", ranged)):
+                    r.pop("seconds")   # no network here: bench_store_latency.py times the requests
                     print(f"| {name} | {parts} | {r['tasks']} | {r['file_bytes'] / 1e6:.2f} | {fetch} | "
                           f"{r['downloaded'] / 1e6:,.2f} | {r['requests']:,} | {'identical' if same else 'DIFFERENT'} |")
                     rows.append({"phase": name, "parts": parts, **r, "fetch": fetch, "outputs_identical": same})

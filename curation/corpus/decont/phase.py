@@ -35,8 +35,8 @@ IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched
 def _flagged_text_only(remote, rel: str, local: Path) -> None:
     """How `decont_resolve`, on an output URL, fetches a processed shard: it counts every shard's documents
     but reads the text only of shards with flags (the review page shows them), so of a shard its match task
-    flagged nothing it takes the id column. The flags come first (its deps list the match tasks first); a
-    shard whose flags are not there yet is fetched whole."""
+    flagged nothing it takes the id column. The flags are there already (`runtime.publish.fetch` brings the
+    files read whole before the parts); a shard whose flags are missing is fetched whole."""
     root = Path(str(local)[:-len(rel)])
     source, shard = rel.removeprefix("processed/").removesuffix(".parquet").split("/", 1)
     flags = flags_path(root, source, shard)

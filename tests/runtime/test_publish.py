@@ -1,0 +1,113 @@
+"""A task of an output URL talks to the store `TRANSFERS` requests at a time (`curation.runtime.publish`):
+its deps' markers and files are fetched concurrently, whole files before the ones it reads in part, its
+outputs uploaded concurrently and its marker only after every one of them; the first failure is raised."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import fsspec
+import pytest
+
+from curation.core.node import Node
+from curation.core.outloc import Remote
+from curation.runtime import publish
+
+
+class Watch:
+    """Requests to the in-memory store, each held for a moment: how many overlapped, and their order."""
+
+    def __init__(self, monkeypatch):
+        self.lock, self.now, self.most, self.log = threading.Lock(), 0, 0, []
+        cls = type(fsspec.filesystem("memory"))
+        for name in ("cat_file", "get_file", "put_file"):
+            monkeypatch.setattr(cls, name, self._held(name, getattr(cls, name)))
+
+    def _held(self, name, fn):
+        def held(fs, path, *a, **kw):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            try:
+                time.sleep(0.02)
+                result = fn(fs, path, *a, **kw)
+            finally:
+                with self.lock:
+                    self.now -= 1
+                    self.log.append((name, path if name != "put_file" else a[0]))
+            return result
+        return held
+
+
+def _store(tmp_path, n: int) -> tuple[Remote, list[str]]:
+    fs, root = fsspec.filesystem("memory"), f"pub-{tmp_path.name}/run"
+    deps = []
+    for k in range(n):
+        key = f"signatures/s/{k:03d}"
+        fs.pipe_file(f"{root}/work/x/{k:03d}.bin", bytes([k]) * 100)
+        fs.pipe_file(f"{root}/work/markers/{key}.json", json.dumps({"outputs": [f"work/x/{k:03d}.bin"]}).encode())
+        deps.append(key)
+    return Remote(f"memory://{root}"), deps
+
+
+def test_a_tasks_fetches_overlap_and_bring_every_file(tmp_path, monkeypatch):
+    remote, deps = _store(tmp_path, 12)
+    watch = Watch(monkeypatch)
+    got = publish.fetch(remote, Node("band", None, "000-000", "fp", deps=deps), tmp_path / "local")
+    assert len(got) == 24 and all((tmp_path / "local" / f"work/x/{k:03d}.bin").read_bytes() == bytes([k]) * 100
+                                  for k in range(12))
+    assert 1 < watch.most <= publish.TRANSFERS
+    monkeypatch.setattr(publish, "TRANSFERS", 1)    # one at a time: the same files
+    watch.most = 0
+    assert publish.fetch(remote, Node("band", None, "000-000", "fp", deps=deps), tmp_path / "one") == got
+    assert watch.most == 1
+
+
+def test_whole_files_are_fetched_before_the_parts_that_may_read_them(tmp_path, monkeypatch):
+    remote, deps = _store(tmp_path, 6)
+    seen = []
+
+    def partial(rel):
+        if not rel.endswith(("001.bin", "003.bin")):
+            return None
+
+        def part(remote, rel, local):   # a part's fetch reads the whole files beside it, as exact_part's does
+            seen.append(sorted(p.name for p in local.parent.glob("*.bin")))
+            local.write_bytes(remote.cat(rel)[:10])
+        return part
+    publish.fetch(remote, Node("band", None, "000-000", "fp", deps=deps), tmp_path / "local", partial)
+    assert seen and all({"000.bin", "002.bin", "004.bin", "005.bin"} <= set(names) for names in seen)
+    assert (tmp_path / "local" / "work/x/001.bin").read_bytes() == bytes([1]) * 10
+
+
+def test_the_marker_is_uploaded_after_every_output(tmp_path, monkeypatch):
+    remote, _ = _store(tmp_path, 0)
+    local = tmp_path / "local"
+    outputs = [f"work/y/{k}.bin" for k in range(10)]
+    for rel in outputs:
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(b"x")
+    node = Node("band", None, "000-001", "fp")
+    marker = {"outputs": outputs}
+    (local / publish.marker_rel(node.key)).parent.mkdir(parents=True, exist_ok=True)
+    (local / publish.marker_rel(node.key)).write_text(json.dumps(marker))
+    watch = Watch(monkeypatch)
+    publish.publish(remote, local, node, marker, set())
+    puts = [path for name, path in watch.log if name == "put_file"]
+    assert len(puts) == 11 and puts[-1].endswith(f"markers/{node.key}.json") and watch.most > 1
+
+
+def test_the_first_failure_is_raised_after_every_call_ends():
+    ended = []
+
+    def fn(x):
+        time.sleep(0.01 * x)
+        ended.append(x)
+        if x in (2, 5):
+            raise ValueError(x)
+        return x
+    with pytest.raises(ValueError, match="2"):
+        publish.each(fn, range(8))
+    assert sorted(ended) == list(range(8))
+    assert publish.each(lambda x: x * 2, range(5)) == [0, 2, 4, 6, 8]
