@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from pathlib import Path
 from typing import Any
+
+_CANONICAL = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False}
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -15,9 +18,32 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+class Encoded:
+    """A value's canonical JSON, encoded once, for the fingerprints of many nodes that embed the same large
+    value (every band task's fingerprint lists every signature shard): `fingerprint` splices the text in, so
+    the result is exactly that of the value itself, without encoding it once per node."""
+    __slots__ = ("text",)
+
+    def __init__(self, value: Any):
+        self.text = json.dumps(value, **_CANONICAL)
+
+
 def fingerprint(obj: Any) -> str:
-    """Stable short hash of a JSON-able object (sorted keys, no whitespace)."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Stable short hash of a JSON-able object (sorted keys, no whitespace); `Encoded` values count as the
+    values they encode."""
+    texts: list[str] = []
+    mark = f"\x00{secrets.token_hex(8)}:"   # no JSON-able value of a plan holds this string
+
+    def encoded(value: Any) -> str:
+        if not isinstance(value, Encoded):
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        texts.append(value.text)
+        return f"{mark}{len(texts) - 1}"
+    blob = json.dumps(obj, default=encoded, **_CANONICAL)
+    if texts:   # each placeholder is encoded as a JSON string: replace it, quotes included, by the text
+        quoted = json.dumps(mark, **_CANONICAL)[:-1]
+        for i, text in enumerate(texts):
+            blob = blob.replace(f'{quoted}{i}"', text, 1)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -8,10 +8,15 @@ fingerprint means the outputs are current and a re-run skips the node. `resource
 task asks the scheduler for (`curation.core.resources.Resources` as JSON; empty: one CPU); it is not part
 of the fingerprint, since where a task runs is not what it writes (the device's precision is, through the
 encoder's settings).
+
+A partitioned phase's tasks each read every shard, so a plan's dependency edges can number shards ×
+partitions: sibling nodes share one `deps` list (never modified after planning) and one key string per
+node, and the scheduler counts a shared list once (`curation.runtime.schedule`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from curation import __version__
 
@@ -28,6 +33,6 @@ class Node:
     spec: dict = field(default_factory=dict)
     resources: dict = field(default_factory=dict)
 
-    @property
-    def key(self) -> str:
+    @cached_property
+    def key(self) -> str:   # one string per node, however many deps lists name it
         return "/".join(p for p in (self.phase, self.source, self.shard) if p)

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from curation.core.atomic import atomic_write_bytes, save_array
-from curation.core.hashing import fingerprint
+from curation.core.hashing import Encoded, fingerprint
 from curation.core.layout import exact_index_path, exact_keys_path, exact_part_path, processed_path
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
@@ -189,23 +189,25 @@ def plan_components(modality: str, parts: int, ranges: list[Node], process: list
     rounds and a resolve task, and one settle task between them."""
     fp = lambda what: fingerprint({"v": CODE_EPOCH, **what})  # noqa: E731
     spec = {"modality": modality, "partitions": parts}
-    ranges_fp = [n.fingerprint for n in ranges]
+    ranges_fp = Encoded([n.fingerprint for n in ranges])   # encoded once for every partition's fingerprint
+    range_keys = [n.key for n in ranges]   # deps lists shared by the sibling tasks that read the same files
     scatter = [Node("exact_scatter", None, f"{modality}-{q:04d}", fp(
         {"phase": "exact_scatter", "part": q, "parts": parts, "ranges": ranges_fp}),
-        deps=[n.key for n in ranges], spec={**spec, "part": q, "ranges": len(ranges)}) for q in range(parts)]
+        deps=range_keys, spec={**spec, "part": q, "ranges": len(ranges)}) for q in range(parts)]
     rounds, prev = [], scatter
     for r in range(1, CC_ROUNDS + 1):   # a round reads every partition's previous round and its own edges
+        prev_fp = Encoded([n.fingerprint for n in prev])
         prev = [Node("exact_round", None, f"{modality}-{r:03d}-{q:04d}", fp(
-            {"phase": "exact_round", "round": r, "part": q, "prev": [n.fingerprint for n in prev],
+            {"phase": "exact_round", "round": r, "part": q, "prev": prev_fp,
              "edges": scatter[q].fingerprint}), deps=sorted({n.key for n in prev} | {scatter[q].key}),
             spec={**spec, "round": r, "part": q}) for q in range(parts)]
         rounds.append(prev)
     settle = Node("exact_settle", None, modality, fp({"phase": "exact_settle", "rounds": [n.fingerprint for n in prev]}),
                   deps=[n.key for n in prev + scatter], spec={**spec, "rounds": CC_ROUNDS})
+    resolve_deps = [n.key for n in [settle, *prev, *scatter, *process]]   # labels, edges, ids
     resolve = [Node("exact_resolve", None, f"{modality}-{q:04d}", fp(
         {"phase": "exact_resolve", "part": q, "settle": settle.fingerprint}),
-        deps=[n.key for n in [settle, *prev, *scatter, *process]],   # labels, edges, ids
-        spec={**spec, "part": q, "shards": shards}) for q in range(parts)]
+        deps=resolve_deps, spec={**spec, "part": q, "shards": shards}) for q in range(parts)]
     return [scatter, *rounds, [settle], resolve]
 
 
@@ -231,10 +233,11 @@ class ExactPhase(CorpusPhase):
                 {"v": CODE_EPOCH, "phase": "exact_keys", "url": exact.url, "process": p.fingerprint,
                  "index": INDEX_STRIDE}), deps=[p.key], spec={"url": exact.url}) for p in process]
             n_parts = exact.partitions or max(1, min(len(process), MAX_AUTO_PARTITIONS))
-            listed = [[n.source, n.shard, n.fingerprint] for n in mine]
+            listed = Encoded([[n.source, n.shard, n.fingerprint] for n in mine])   # in every part's fingerprint
+            key_deps = [n.key for n in mine]   # one list, shared by every part task (each reads every shard)
             mine_parts = [Node("exact_part", None, f"{modality}-{p:04d}", fingerprint(
                 {"v": CODE_EPOCH, "phase": "exact_part", "part": p, "parts": n_parts, "scope": exact.scope,
-                 "keys": listed}), deps=[n.key for n in mine],
+                 "keys": listed}), deps=key_deps,
                 spec={"modality": modality, "part": p, "partitions": n_parts, "scope": exact.scope,
                       "shards": shards}) for p in range(n_parts)]
             graph = plan_components(modality, n_parts, mine_parts, process, shards)

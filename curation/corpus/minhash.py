@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 import curation.recipe.registry as registry
 from curation.core.atomic import save_array
 from curation.core.graph import CLUSTER_COLUMNS
-from curation.core.hashing import fingerprint, sha256_file
+from curation.core.hashing import Encoded, fingerprint, sha256_file
 from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.parts import PartRows
@@ -207,11 +207,13 @@ class MinHashPhase(CorpusPhase):
         signatures = [Node("signatures", p.source, p.shard, fingerprint(
             {"keys": k, "layout": LAYOUT, "partitions": cfg.partitions}), deps=[p.key],
             spec={**common, "partitions": cfg.partitions, "keys": k}) for p, k in zip(process, keys)]
-        sigs = [[n.source, n.shard, k] for n, k in zip(signatures, keys)] + index_fp
+        # encoded once for every band task's fingerprint (each lists every shard: shards × bands × partitions)
+        sigs = Encoded([[n.source, n.shard, k] for n, k in zip(signatures, keys)] + index_fp)
         band_spec = {**common, "partitions": cfg.partitions, "scope": cfg.scope, "shards": shards}
+        sig_keys = [n.key for n in signatures]   # one list, shared by every band task (each reads every shard)
         bands = [Node("band", None, f"{b:03d}-{p:03d}", fingerprint(
             {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions, "scope": cfg.scope,
-             "sigs": sigs}), deps=[n.key for n in signatures], spec={**band_spec, "band": b, "part": p})
+             "sigs": sigs}), deps=sig_keys, spec={**band_spec, "band": b, "part": p})
                  for b in range(n_bands) for p in range(cfg.partitions)]
         stages = [signatures, bands, *self.plan_clusters(cfg, band_spec, bands, signatures, process)]
         return stages
@@ -224,24 +226,26 @@ class MinHashPhase(CorpusPhase):
         parts = cfg.partitions
         survivor = {} if cfg.keep == "earliest" else {"keep": cfg.keep, "score_field": cfg.score_field}
         fp = lambda what: fingerprint({"v": CODE_EPOCH, **what})  # noqa: E731
-        bands_fp = [n.fingerprint for n in bands]
+        bands_fp = Encoded([n.fingerprint for n in bands])
+        band_keys = [n.key for n in bands]   # deps lists shared by the sibling tasks that read the same files
         scatter = [Node("cc_scatter", None, f"{q:03d}", fp({"phase": "cc_scatter", "part": q, "parts": parts,
                                                            "bands": bands_fp}),
-                        deps=[n.key for n in bands], spec={**band_spec, "part": q}) for q in range(parts)]
+                        deps=band_keys, spec={**band_spec, "part": q}) for q in range(parts)]
         rounds, prev = [], scatter
         for r in range(1, CC_ROUNDS + 1):   # a round reads every partition's previous round and its own edges
+            prev_fp = Encoded([n.fingerprint for n in prev])
             prev = [Node("cc_round", None, f"{r:03d}-{q:03d}", fp({"phase": "cc_round", "round": r, "part": q,
-                                                                    "prev": [n.fingerprint for n in prev],
+                                                                    "prev": prev_fp,
                                                                     "edges": scatter[q].fingerprint}),
                          deps=sorted({n.key for n in prev} | {scatter[q].key}),
                          spec={"round": r, "part": q, "partitions": parts}) for q in range(parts)]
             rounds.append(prev)
         settle = Node("cc_settle", None, None, fp({"phase": "cc_settle", "rounds": [n.fingerprint for n in prev]}),
                       deps=[n.key for n in prev + scatter], spec={"rounds": CC_ROUNDS, "partitions": parts})
+        resolve_deps = [n.key for n in [settle, *prev, *signatures, *process]]   # labels, sizes, ids, scores
         resolve = [Node("cc_resolve", None, f"{q:03d}", fp({"phase": "cc_resolve", "part": q,
                                                            "settle": settle.fingerprint, **survivor}),
-                        deps=[n.key for n in [settle, *prev, *signatures, *process]],   # labels, sizes, ids, scores
-                        spec={**band_spec, "part": q}) for q in range(parts)]
+                        deps=resolve_deps, spec={**band_spec, "part": q}) for q in range(parts)]
         # what it writes is a function of the band edges and the survivor rule alone, however many partitions
         # cluster them, so its fingerprint covers exactly those (as when one task clustered every edge)
         clusters = Node("clusters", None, None, fp({"phase": "clusters", "bands": bands_fp, **survivor}),

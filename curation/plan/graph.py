@@ -103,6 +103,7 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
     for src in loaded.recipe.sources:
         modality = MODALITIES[src.modality]
         comp = compliance(loaded, src, optout)
+        dumped = src.model_dump(mode="json")   # one dict shared by the source's nodes, not one per shard
         for f in loaded.inputs[src.name]:
             chain = process_chain(src, comp, f.path, loaded.base_dir)
             fp = fingerprint({"v": CODE_EPOCH, "phase": "process", "modality": src.modality,
@@ -110,7 +111,7 @@ def _process_nodes(loaded: LoadedRecipe) -> list[Node]:
                               "input": f.sha256, "files": modality.input_files(src, f.path, loaded.base_dir),
                               "decisions": loaded.recipe.decisions})
             nodes.append(Node("process", src.name, f.shard_id, fp, spec={
-                "source": src.model_dump(mode="json"), "path": str(f.path), "rel": f.rel,
+                "source": dumped, "path": str(f.path), "rel": f.rel,
                 "base_dir": str(loaded.base_dir), "compliance": comp, "decisions": loaded.recipe.decisions}))
     return nodes
 

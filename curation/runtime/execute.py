@@ -27,14 +27,16 @@ class Execution:
 
 
 def stage_deps(plan: Plan, barriers: bool = False) -> dict[str, list[str]]:
-    """Each node's deps; with `barriers`, also every node of every earlier stage."""
+    """Each node's deps (the node's own list: sibling nodes share one, which the scheduler counts once); with
+    `barriers`, also every node of every earlier stage."""
+    if not barriers:
+        return {n.key: n.deps for n in plan.nodes()}
     deps = {n.key: list(n.deps) for n in plan.nodes()}
-    if barriers:
-        earlier: list[str] = []
-        for stage in plan.stages:
-            for n in stage.nodes:
-                deps[n.key] = list(dict.fromkeys([*deps[n.key], *earlier]))
-            earlier += [n.key for n in stage.nodes]
+    earlier: list[str] = []
+    for stage in plan.stages:
+        for n in stage.nodes:
+            deps[n.key] = list(dict.fromkeys([*deps[n.key], *earlier]))
+        earlier += [n.key for n in stage.nodes]
     return deps
 
 

@@ -7,14 +7,27 @@ most `executor.slots` at a time; the executor decides where and how (`submit`, `
 
 The outputs cannot depend on the order: every task reads only the outputs of its deps (a task that read
 anything else would fail a run to an output URL, `curation.runtime.publish`), and writes only its own.
+
+Sibling tasks of a partitioned phase share one deps list object (every band task reads every shard's
+signatures): such a list is counted once, as a group that releases all its tasks when its last dep is done,
+so the scheduler holds shards + tasks entries, not shards × partitions (tests/benchmarks/bench_plan_memory.py).
 """
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from curation.runtime.progress import Board
+
+
+class _Shared:
+    """One deps list that several tasks share: how many of its deps are not done yet, and the tasks it holds."""
+    __slots__ = ("members", "remaining")
+
+    def __init__(self, remaining: int):
+        self.remaining, self.members = remaining, []
 
 
 class Skip:
@@ -36,15 +49,30 @@ def run_graph(executor, keys: Sequence[str], deps: dict[str, Iterable[str]], pre
     results by key. The first failure cancels what is in flight and is raised (the executor names it)."""
     index = {k: i for i, k in enumerate(keys)}
     waiting: dict[str, int] = {}
-    dependents: dict[str, list[str]] = {k: [] for k in keys}
-    for k in keys:
-        mine = set(deps.get(k, ()))
-        unknown = sorted(mine - index.keys())
+    dependents: dict[str, list] = {k: [] for k in keys}   # a dep's waiting tasks, or the shared lists holding it
+    uses = Counter(id(d) for d in deps.values() if isinstance(d, list) and d)
+    shared: dict[int, _Shared] = {}
+
+    def register(k: str, given: Iterable[str], waiter) -> int:
+        mine = set(given)
+        unknown = sorted(d for d in mine if d not in index)   # (`mine - index.keys()` copied the keys each time)
         if unknown:   # a planning bug: the task would never start
             raise ValueError(f"task {k} depends on {unknown[:3]}, which are not in the plan")
-        waiting[k] = len(mine)
         for d in mine:
-            dependents[d].append(k)
+            dependents[d].append(waiter)
+        return len(mine)
+
+    for k in keys:
+        given = deps.get(k, ())
+        if uses.get(id(given), 0) > 1:
+            group = shared.get(id(given))
+            if group is None:
+                group = shared[id(given)] = _Shared(0)
+                group.remaining = register(k, given, group)
+            group.members.append(k)
+            waiting[k] = 1
+        else:
+            waiting[k] = register(k, given, k)
     ready = [index[k] for k in keys if not waiting[k]]
     heapq.heapify(ready)
     labels = labels or {}
@@ -55,11 +83,20 @@ def run_graph(executor, keys: Sequence[str], deps: dict[str, Iterable[str]], pre
     results: dict[str, Any] = {}
     in_flight = 0
 
+    def release(k: str) -> None:
+        waiting[k] -= 1
+        if not waiting[k]:
+            heapq.heappush(ready, index[k])
+
     def finished(key: str) -> None:
-        for k in dependents[key]:
-            waiting[k] -= 1
-            if not waiting[k]:
-                heapq.heappush(ready, index[k])
+        for waiter in dependents[key]:
+            if isinstance(waiter, _Shared):
+                waiter.remaining -= 1
+                if not waiter.remaining:
+                    for k in waiter.members:
+                        release(k)
+            else:
+                release(waiter)
 
     try:
         while ready or in_flight:

@@ -28,6 +28,10 @@ KIND = {"start": "fixed", "process": "shard", "exact_keys": "shard", "signatures
 NODE_IO = 2e9        # bytes/s a node reads from the shared store (assumed: NVMe or a parallel file system)
 BANDS, SIG_BYTES = 14, 14 * 8                 # MinHash band keys per document
 KEY_BYTES = 2 * 32                            # exact dedup: content and URL key entries (4 × uint64 each)
+# the driver's plan and scheduler graph per input shard: bench_plan_memory.py, 2,000 -> 8,000 shards (12-07):
+# the plan's RSS grew 44 -> 76 MB and the scheduler's 23 -> 32 MB, 6.8 KB a shard (MinHash 63 partitions,
+# exact dedup's default 1,024)
+PLAN_BYTES_PER_SHARD = 6.8e3
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -111,8 +115,10 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
         peak = _worker_peak(runs, phase)
         if kind == "fixed":
             secs, mem, note = a + b * sizes[-1], "—", "Ray start-up and planning: the driver plans " \
-                f"{shards * 5 + BANDS * band_parts + exact_parts:,.0f} tasks (~3.4 KB each: " \
-                f"{(shards * 5) * 3.4e3 / 1e9:,.1f} GB in the driver)"
+                f"{shards * 5 + BANDS * band_parts + exact_parts:,.0f} tasks and holds them with the scheduler's " \
+                f"graph, ~{PLAN_BYTES_PER_SHARD / 1e3:.1f} KB per shard: {shards * PLAN_BYTES_PER_SHARD / 1e9:,.1f} " \
+                "GB in the driver (bench_plan_memory.py; the partitioned tasks share one deps list, so no term " \
+                "grows as shards × partitions)"
         elif kind == "shard":
             secs = a + b * workers * docs / total_cores
             mem = f"{cores * peak / 1024:,.0f} GB ({cores} tasks × {peak:,.0f} MB)"

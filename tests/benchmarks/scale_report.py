@@ -37,7 +37,8 @@ BOUNDS = [
     "parts of at most `shards.max_part_bytes`; counts tokens by modality and hashes `.bin`/`.idx` as they are "
     "written (its marker's `shards`); sums its source's per-domain counts with DuckDB (at most 256 MB) | "
     "nothing |",
-    "| driver | the plan (~3.4 KB per node, five nodes per shard), the task markers (the merged shards' counts "
+    "| driver | the plan and the scheduler's graph (~6.8 KB per shard, five nodes per shard; the partitioned "
+    "tasks that read every shard share one deps list), the task markers (the merged shards' counts "
     "and sha256 among them), the ledger's small tables; `clusters`, `near_duplicates`, `domain_tokens` (and the "
     "image/audio cluster tables) are copied by DuckDB from the tasks' files, at most 256 MB (`DUCKDB_MEMORY`, "
     "spilling beyond), and hashed for the manifests 8,192 rows at a time; a sampling plan needs its source's "

@@ -30,3 +30,22 @@ def test_every_read_is_a_dep():
     assert {n.key for n in by_phase["cc_resolve"]} <= set(clusters.deps)
     resolve = by_phase["decont_resolve"][0]            # flags, the benchmark items, document counts
     assert {n.key for n in by_phase["decont"] + by_phase["decont_index"]} | process <= set(resolve.deps)
+
+
+def test_sibling_tasks_that_read_every_shard_share_one_deps_list():
+    """A partitioned phase's tasks each list every shard: one list object for all of them (and one key string
+    per node, one settings dict per source), so the plan holds shards + tasks, not shards × partitions
+    (tests/benchmarks/bench_plan_memory.py: 2.6 GB -> 76 MB at 8,000 shards)."""
+    plan = load_plan(TEXT_DEMO)
+    by_phase: dict[str, list] = {}
+    for n in plan.nodes():
+        by_phase.setdefault(n.phase, []).append(n)
+    for phase in ("band", "cc_scatter", "cc_resolve", "exact_part", "exact_scatter", "exact_resolve"):
+        nodes = by_phase[phase]
+        assert all(n.deps is nodes[0].deps for n in nodes), phase
+    assert len(by_phase["band"]) > 1 and len(by_phase["exact_part"]) > 1   # (the demo's MinHash has 1 partition)
+    signatures = {n.key: n for n in by_phase["signatures"]}
+    assert all(signatures[k].key is k for k in by_phase["band"][0].deps)   # the node's own key string
+    for source in {n.source for n in by_phase["process"]}:
+        mine = [n for n in by_phase["process"] + by_phase["tokenize"] if n.source == source]
+        assert all(n.spec["source"] is mine[0].spec["source"] for n in mine)

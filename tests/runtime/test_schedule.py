@@ -81,6 +81,55 @@ def test_a_skipped_task_releases_its_dependents_without_running():
     _check_order(ex.events, {k: [d for d in v if d not in "ac"] for k, v in GRAPH.items()})
 
 
+def _shared_graph():
+    """Six shards, four band-like tasks sharing one deps list (every shard), each with its own reader after
+    it, and two tasks sharing another list that names a band-like task and a shard."""
+    shards = [f"s{i}" for i in range(6)]
+    every, mixed = list(shards), ["b1", "s0"]
+    graph = {**{s: [] for s in shards}, **{f"b{i}": every for i in range(4)},
+             **{f"r{i}": [f"b{i}"] for i in range(4)}, "m0": mixed, "m1": mixed}
+    return graph, every, mixed
+
+
+@pytest.mark.parametrize("slots", [1, 2, 5])
+@pytest.mark.parametrize("pick", ["first", "last"])
+def test_tasks_sharing_one_deps_list_wait_for_all_of_it(slots, pick):
+    graph, every, mixed = _shared_graph()
+    ex = Recording(slots, (lambda p: p[0]) if pick == "first" else (lambda p: p[-1]))
+    out = run_graph(ex, list(graph), graph, lambda k: (None, ()), progress=False)
+    assert out == {k: k.upper() for k in graph}
+    _check_order(ex.events, graph)
+    assert graph["b0"] is graph["b3"] is every and graph["m0"] is mixed   # nothing rebuilt or modified them
+    assert every == [f"s{i}" for i in range(6)] and mixed == ["b1", "s0"]
+
+
+def test_a_shared_list_of_skipped_deps_releases_every_task_once():
+    graph, _, _ = _shared_graph()
+    ex = Recording(3)
+    out = run_graph(ex, list(graph), graph, lambda k: Skip("kept") if k.startswith("s") else (None, ()),
+                    progress=False)
+    starts = [k for kind, k in ex.events if kind == "start"]
+    assert sorted(starts) == sorted(k for k in graph if not k.startswith("s")) and len(starts) == len(set(starts))
+    assert all(out[f"s{i}"] == "kept" for i in range(6)) and out["m1"] == "M1"
+
+
+def test_the_schedulers_memory_follows_shards_plus_tasks_not_their_product():
+    """300 tasks that each read 2,000 shards: through one shared list the scheduler holds an entry per shard;
+    with a copy of the list per task it held 600,000 (what a plan held before its lists were shared)."""
+    import tracemalloc
+    shards = [f"s{i}" for i in range(2000)]
+
+    def peak(graph) -> int:
+        tracemalloc.start()
+        run_graph(Recording(4), list(graph), graph, lambda k: Skip(1), progress=False)
+        most = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return most
+    shared = peak({**{s: [] for s in shards}, **{f"t{i}": shards for i in range(300)}})
+    copied = peak({**{s: [] for s in shards}, **{f"t{i}": list(shards) for i in range(300)}})
+    assert shared * 5 < copied, (shared, copied)
+
+
 def test_an_unknown_dep_or_a_cycle_is_a_planning_bug_named_as_such():
     with pytest.raises(ValueError, match=r"task c depends on \['zz'\]"):
         run_graph(Recording(2), ["a", "c"], {"c": ["zz"]}, lambda k: (None, ()), progress=False)
