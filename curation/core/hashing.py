@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-_CANONICAL = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False}
+_CANONICAL: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False}
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
