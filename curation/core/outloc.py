@@ -110,14 +110,21 @@ class Remote:
         except FileNotFoundError:
             return None
 
-    def listing(self, under: str = "") -> dict[str, int]:
-        """rel path -> size of every object under `under` (one listing; no directories)."""
-        base = self.key()
+    def rel(self, name: str) -> str:
+        """The path of a listed object relative to the output (a filesystem may list `/bucket/...`)."""
+        return name.strip("/")[len(self.key().strip("/")) + 1:]
+
+    def objects(self, under: str = "") -> dict[str, dict]:
+        """rel path -> the listing's entry of every object under `under` (one listing; no directories)."""
         try:
             found = self.fs.find(self.key(under), detail=True)
         except FileNotFoundError:
             return {}
-        return {k[len(base) + 1:]: int(v.get("size") or 0) for k, v in found.items() if v.get("type") != "directory"}
+        return {self.rel(k): v for k, v in found.items() if v.get("type") != "directory"}
+
+    def listing(self, under: str = "") -> dict[str, int]:
+        """rel path -> size of every object under `under` (one listing; no directories)."""
+        return {rel: int(v.get("size") or 0) for rel, v in self.objects(under).items()}
 
     def put(self, local: Path, rel: str) -> None:
         self.fs.put_file(str(local), self.key(rel))

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from curation.core.outloc import Remote, is_remote
 from curation.plan.graph import Plan
 from curation.runtime.node import current, run_node
+from curation.runtime.publish import StoreState
 from curation.runtime.schedule import Skip, run_graph
 
 
@@ -47,9 +49,12 @@ def execute(plan: Plan, out: Path, executor, *, barriers: bool = False) -> Execu
         check({n.key: n.resources for n in plan.nodes()})
     nodes = {n.key: n for n in plan.nodes()}
     labels = {n.key: s.name for s in plan.stages for n in s.nodes}
+    state = None
+    if is_remote(out):   # every marker and object at once, not a round trip per node as it becomes ready
+        state = StoreState(Remote(out), list(nodes))
 
     def prepare(key: str):
-        marker = current(out, nodes[key])
+        marker = current(out, nodes[key], state)
         if marker is not None:
             done.skipped += 1
             return Skip(marker)

@@ -13,6 +13,8 @@ as published). The driver then works on the mirror exactly as on a local output,
 3. files of nodes or stages this run does not have, removed (`stale`);
 4. the manifests, last: a manifest in the store means every file it names is there.
 
+Both directions send `publish.TRANSFERS` requests at a time.
+
 Object stores have no links: a stage's `.bin` link to its source's shard is not uploaded; the manifest
 names the object it links to (`bin_of`), and `curate verify`/`curate train` recreate the link.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from curation.core.layout import marker_path
 from curation.core.outloc import Remote, staging_root
-from curation.runtime.publish import marker_rel
+from curation.runtime.publish import each, marker_rel
 
 NODE_AREAS = ("processed/", "tokenized/", "work/", "quarantine/", "ledger/decisions/")
 DRIVER_AREAS = ("ledger/", "manifests/", "megatron/", "handoff/", "reports/", "review/")
@@ -59,19 +61,16 @@ def _current_here(mirror: Path, key: str, marker: dict) -> bool:
 
 
 def pull(remote: Remote, mirror: Path, markers: dict[str, dict]) -> int:
-    """Download the outputs of every node the mirror does not hold as published; returns files fetched.
+    """Download the outputs of every node the mirror does not hold as published, then their markers (a node
+    is current here once its marker is; `publish.TRANSFERS` requests at a time); returns files fetched.
     Also the training write-backs (`ledger/consumed.parquet`), which outlive re-runs."""
-    fetched = 0
-    for key, marker in markers.items():
-        if _current_here(mirror, key, marker):
-            continue
-        for rel in marker.get("outputs", []):
-            remote.get(rel, mirror / rel)
-            fetched += 1
-        remote.get(marker_rel(key), marker_path(mirror, key))
+    missing = [(key, marker) for key, marker in markers.items() if not _current_here(mirror, key, marker)]
+    outputs = [rel for _, marker in missing for rel in marker.get("outputs", [])]
+    each(lambda rel: remote.get(rel, mirror / rel), outputs)
+    each(lambda key: remote.get(marker_rel(key), marker_path(mirror, key)), [key for key, _ in missing])
     if remote.cat("ledger/consumed.parquet") is not None:
         remote.get("ledger/consumed.parquet", mirror / "ledger" / "consumed.parquet")
-    return fetched
+    return len(outputs)
 
 
 def retract(remote: Remote) -> None:
@@ -94,28 +93,23 @@ def push(remote: Remote, mirror: Path, markers: dict[str, dict]) -> dict[str, in
              if (p.is_file() and not p.is_symlink()) and p.name not in KEEP}
     driver = {rel: p for rel, p in files.items() if rel not in owned and "/cache/" not in rel
               and not rel.startswith("work/")}
-    remote_files = {}
-    for v in remote.fs.find(remote.key(), detail=True).values():
-        if v.get("type") != "directory":
-            remote_files[v["name"][len(remote.key()) + 1:]] = v
-    uploads = manifests = 0
-    for rel, path in sorted(driver.items()):
-        if rel.startswith("manifests/") and rel.count("/") == 1:
-            continue
-        have = remote_files.get(rel)
-        if have and int(have.get("size", -1)) == path.stat().st_size and \
-                str(have.get("ETag", "")).strip('"') == _md5(path):
-            continue
-        remote.put(path, rel)
-        uploads += 1
+    remote_files = remote.objects()
+    def is_manifest(rel: str) -> bool:
+        return rel.startswith("manifests/") and rel.count("/") == 1
+
+    def changed(rel: str) -> bool:
+        have, path = remote_files.get(rel), driver[rel]
+        return not (have and int(have.get("size", -1)) == path.stat().st_size and
+                    str(have.get("ETag", "")).strip('"') == _md5(path))
+    others = [rel for rel in sorted(driver) if not is_manifest(rel)]
+    uploads = [rel for rel, differs in zip(others, each(changed, others), strict=True) if differs]
+    each(lambda rel: remote.put(driver[rel], rel), uploads)
     stale = [rel for rel in remote_files if rel not in owned and rel not in driver and rel not in KEEP
              and rel.startswith(NODE_AREAS + DRIVER_AREAS)]
     remote.rm(sorted(stale))
-    for rel, path in sorted(driver.items()):
-        if rel.startswith("manifests/") and rel.count("/") == 1:
-            remote.put(path, rel)
-            manifests += 1
-    return {"uploaded": uploads, "removed": len(stale), "manifests": manifests}
+    manifests = [rel for rel in sorted(driver) if is_manifest(rel)]   # last: each names files now there
+    each(lambda rel: remote.put(driver[rel], rel), manifests)
+    return {"uploaded": len(uploads), "removed": len(stale), "manifests": len(manifests)}
 
 
 def clear(mirror: Path) -> None:

@@ -51,12 +51,13 @@ def _run_here(out_dir: Path, node: Node) -> dict:
     return write_marker(out_dir, node.key, node.fingerprint, {**payload, **({"digest": d} if d else {})})
 
 
-def current(out: Path | str, node: Node) -> dict | None:
+def current(out: Path | str, node: Node, state=None) -> dict | None:
     """The node's marker if its outputs are current: same fingerprint, or same digest (then the marker is
-    rewritten with the new fingerprint), and every output file still there (`out` may be an output URL)."""
+    rewritten with the new fingerprint), and every output file still there (`out` may be an output URL;
+    `state`: its `publish.StoreState` as the run started)."""
     if is_remote(out):
         from curation.runtime.publish import current_remote
-        return current_remote(out, node, digest)
+        return current_remote(out, node, digest, state)
     marker = read_marker(out, node.key, node.fingerprint)
     if marker is None:
         old = read_marker(out, node.key, None)

@@ -129,12 +129,27 @@ def run_staged(url: str, node: Node, run: Callable[[Path, Node], dict], adopt: C
         shutil.rmtree(local, ignore_errors=True)
 
 
-def current_remote(url: str, node: Node, digest: Callable[[Path, Node], str | None]) -> dict | None:
-    """`curation.runtime.node.current` for an output URL: the marker in the store, if its outputs are there."""
+class StoreState:
+    """What the store holds as a run starts: every object (one listing) and the markers of the plan's nodes
+    that have one (`TRANSFERS` at a time). A node's skip check reads only its own marker and outputs, which
+    only its own task writes, so this state, read before any task runs, is what the check would read from
+    the store; the driver then checks a node without a round trip (a re-run of a million nodes made two or
+    more, one node after another)."""
+
+    def __init__(self, remote: Remote, keys: list[str]):
+        self.objects = set(remote.listing())
+        have = [k for k in keys if marker_rel(k) in self.objects]
+        self.markers = dict(zip(have, each(lambda k: remote_marker(remote, k), have), strict=True))
+
+
+def current_remote(url: str, node: Node, digest: Callable[[Path, Node], str | None],
+                   state: StoreState | None = None) -> dict | None:
+    """`curation.runtime.node.current` for an output URL: the marker in the store, if its outputs are there
+    (read from `state` when the run read it as it started)."""
     from curation.core.markers import write_marker
 
     remote = Remote(url)
-    marker = remote_marker(remote, node.key)
+    marker = state.markers.get(node.key) if state is not None else remote_marker(remote, node.key)
     if marker is None:
         return None
     if marker.get("fingerprint") != node.fingerprint:
@@ -152,7 +167,10 @@ def current_remote(url: str, node: Node, digest: Callable[[Path, Node], str | No
             marker = write_marker(Path(tmp), node.key, node.fingerprint,
                                   {k: v for k, v in marker.items() if k != "fingerprint"})
             remote.put(marker_path(Path(tmp), node.key), marker_rel(node.key))
-    fs = remote.fs
-    if all(each(lambda p: fs.exists(remote.key(p)), marker.get("outputs", []))):
-        return marker
-    return None
+    outputs = marker.get("outputs", [])
+    if state is not None:
+        there = all(p in state.objects for p in outputs)
+    else:
+        fs = remote.fs
+        there = all(each(lambda p: fs.exists(remote.key(p)), outputs))
+    return marker if there else None

@@ -111,3 +111,31 @@ def test_the_first_failure_is_raised_after_every_call_ends():
         publish.each(fn, range(8))
     assert sorted(ended) == list(range(8))
     assert publish.each(lambda x: x * 2, range(5)) == [0, 2, 4, 6, 8]
+
+
+def test_skip_checks_read_the_stores_state_once_and_agree_with_the_store(tmp_path, monkeypatch):
+    """A re-run's skip check per node, from one listing and the markers read at once as the run starts:
+    the same answer as asking the store node by node, and no request per node."""
+    from curation.runtime.node import digest
+    fs, root = fsspec.filesystem("memory"), f"state-{tmp_path.name}/run"
+    url = f"memory://{root}"
+    nodes = {name: Node("signatures", "s", name, f"fp-{name}") for name in ("whole", "missing", "moved", "none")}
+    for name, node in nodes.items():
+        if name == "none":
+            continue
+        outputs = [f"work/sig/{name}.a", f"work/sig/{name}.b"]
+        for rel in outputs[: 1 if name == "missing" else 2]:
+            fs.pipe_file(f"{root}/{rel}", b"x")
+        fingerprint = "old" if name == "moved" else node.fingerprint
+        fs.pipe_file(f"{root}/{publish.marker_rel(node.key)}",
+                     json.dumps({"fingerprint": fingerprint, "outputs": outputs}).encode())
+    live = {name: publish.current_remote(url, node, digest) for name, node in nodes.items()}
+    state = publish.StoreState(Remote(url), [n.key for n in nodes.values()])
+    cls = type(fs)
+
+    def no_request(*a, **kw):
+        raise AssertionError("a request per node")
+    for name in ("cat_file", "exists", "info", "get_file"):
+        monkeypatch.setattr(cls, name, no_request)
+    assert {name: publish.current_remote(url, node, digest, state) for name, node in nodes.items()} == live
+    assert [name for name, marker in live.items() if marker] == ["whole"]
