@@ -112,7 +112,10 @@ class Remote:
 
     def rel(self, name: str) -> str:
         """The path of a listed object relative to the output (a filesystem may list `/bucket/...`)."""
-        return name.strip("/")[len(self.key().strip("/")) + 1:]
+        root, path = self.key().strip("/"), name.strip("/")
+        if not path.startswith(root + "/"):   # an output URL not normalised by `parse_out`: a bug, not data
+            raise ValueError(f"listed object {name!r} is not under the output {self.url!r}")
+        return path[len(root) + 1:]
 
     def objects(self, under: str = "") -> dict[str, dict]:
         """rel path -> the listing's entry of every object under `under` (one listing; no directories)."""

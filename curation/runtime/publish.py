@@ -24,7 +24,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from curation.core.layout import marker_path
@@ -37,15 +37,42 @@ TRANSFERS = 16   # requests in flight per task (S3 serves thousands per second p
 
 
 def each(fn: Callable, items: Iterable, transfers: int | None = None) -> list:
-    """`[fn(x) for x in items]` with up to `transfers` (default TRANSFERS) calls at once; the first error
-    (in `items` order) is raised once every call has ended."""
+    """`[fn(x) for x in items]` with up to `transfers` (default TRANSFERS) calls at once, and at most twice that
+    many queued (a million items do not become a million futures). After a call fails no new call starts;
+    the first error in `items` order is raised once the calls in flight have ended. An interrupt (Ray's
+    cancel) stops at once: queued calls are dropped and the ones in flight are not waited for."""
     items = list(items)
     limit = TRANSFERS if transfers is None else transfers
     if limit <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(min(limit, len(items))) as pool:
-        futures = [pool.submit(fn, x) for x in items]
-    return [f.result() for f in futures]
+    results: list = [None] * len(items)
+    failed: dict[int, Exception] = {}
+    running: dict[Future, int] = {}
+    pool = ThreadPoolExecutor(min(limit, len(items)))
+    try:
+        start = 0
+        while running or (start < len(items) and not failed):
+            while start < len(items) and not failed and len(running) < 2 * limit:
+                running[pool.submit(fn, items[start])] = start
+                start += 1
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = running.pop(future)
+                if future.cancelled():
+                    continue
+                try:
+                    results[i] = future.result()
+                except Exception as e:
+                    failed[i] = e
+                    for queued in running:   # those not started yet never start
+                        queued.cancel()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    if failed:
+        raise failed[min(failed)]
+    return results
 
 
 def marker_rel(key: str) -> str:

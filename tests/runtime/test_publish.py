@@ -98,19 +98,50 @@ def test_the_marker_is_uploaded_after_every_output(tmp_path, monkeypatch):
     assert len(puts) == 11 and puts[-1].endswith(f"markers/{node.key}.json") and watch.most > 1
 
 
-def test_the_first_failure_is_raised_after_every_call_ends():
+def test_the_first_failure_is_raised_after_the_calls_in_flight_end_and_no_new_one_starts():
     ended = []
 
     def fn(x):
-        time.sleep(0.01 * x)
+        time.sleep(0.01 * (x % 8))
         ended.append(x)
         if x in (2, 5):
             raise ValueError(x)
         return x
-    with pytest.raises(ValueError, match="2"):
+    with pytest.raises(ValueError, match="2"):   # 8 of 16 run at once: both fail, the first in order is raised
         publish.each(fn, range(8))
     assert sorted(ended) == list(range(8))
-    assert publish.each(lambda x: x * 2, range(5)) == [0, 2, 4, 6, 8]
+    ended.clear()
+    with pytest.raises(ValueError):   # 200 items: none starts once one has failed
+        publish.each(fn, range(200))
+    assert len(ended) <= 3 * publish.TRANSFERS
+    assert publish.each(lambda x: x * 2, range(500)) == [x * 2 for x in range(500)]
+
+
+def test_at_most_twice_the_transfers_are_queued(monkeypatch):
+    import concurrent.futures
+    submitted, real = [], concurrent.futures.ThreadPoolExecutor.submit
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit",
+                        lambda self, fn, *a: submitted.append(len(submitted)) or real(self, fn, *a))
+    live = []
+
+    def fn(x):
+        live.append(len(submitted) - x)   # submitted but not yet started or finished, counting this one
+        return x
+    assert publish.each(fn, range(1000)) == list(range(1000))
+    assert len(submitted) == 1000 and max(live) <= 2 * publish.TRANSFERS
+
+
+def test_an_interrupt_stops_without_running_the_queued_calls():
+    import _thread
+    ended = []
+
+    def fn(x):
+        time.sleep(0.05)
+        ended.append(x)
+    threading.Timer(0.1, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        publish.each(fn, range(320))
+    assert len(ended) < 3 * publish.TRANSFERS
 
 
 def test_skip_checks_read_the_stores_state_once_and_agree_with_the_store(tmp_path, monkeypatch):
