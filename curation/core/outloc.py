@@ -104,11 +104,21 @@ class Remote:
                               f"see it); create it first")
 
     def cat(self, rel: str) -> bytes | None:
-        """The object's bytes, or None when there is none."""
+        """The object's bytes, or None when there is none, in one request.
+
+        Read as the range `0-`: without a range s3fs first asks for the size (a HEAD), and for a missing
+        object then lists the key as a folder, so every marker read cost two round trips. S3 refuses a range
+        of an empty object (416), which the plain read then answers."""
+        key = self.key(rel)
         try:
-            return self.fs.cat_file(self.key(rel))
+            return self.fs.cat_file(key, start=0)
         except FileNotFoundError:
             return None
+        except OSError:
+            try:
+                return self.fs.cat_file(key)   # an empty object, or the same error again
+            except FileNotFoundError:
+                return None
 
     def rel(self, name: str) -> str:
         """The path of a listed object relative to the output (a filesystem may list `/bucket/...`)."""

@@ -81,3 +81,23 @@ def test_a_task_fetches_only_the_columns_it_reads_of_a_parquet_object(tmp_path):
     assert size == (tmp_path / "got.parquet").stat().st_size < (tmp_path / "shard.parquet").stat().st_size / 10
     with pytest.raises(pa.ArrowInvalid, match="text"):
         pq.read_table(tmp_path / "got.parquet", columns=["text"])
+
+
+@pytest.mark.slow
+def test_reading_a_small_object_is_one_request_and_an_empty_or_missing_one_is_answered(tmp_path):
+    """`Remote.cat` (every completion marker a task or a skip check reads): one GET for an object or a missing
+    one (s3fs alone sent a HEAD first, and for a missing key a listing too); an empty object, whose range S3
+    refuses, still reads as b""."""
+    from curation.core.outloc import Remote
+    from tests.s3server import make_bucket, s3_server, s3fs
+    with s3_server():
+        make_bucket("bkt")
+        s3fs().pipe_file("bkt/out/a.json", b'{"x": 1}')
+        s3fs().pipe_file("bkt/out/empty", b"")
+        remote = Remote("s3://bkt/out")
+        sent: list[str] = []
+        remote.fs.s3.meta.events.register("before-send.s3.*", lambda request, **kw: sent.append(request.method))
+        assert remote.cat("a.json") == b'{"x": 1}' and sent == ["GET"]
+        sent.clear()
+        assert remote.cat("missing.json") is None and sent == ["GET"]
+        assert remote.cat("empty") == b""
