@@ -102,7 +102,7 @@ def _signatures(out: Path, node: Node) -> np.ndarray:
     keys = np.empty((pq.ParquetFile(path).metadata.num_rows, bands), dtype=np.uint64)
     at = 0
     for cols in column_batches(path):
-        full, empty = signatures_batch([shingles(t) for t in cols["text"]], a, b)   # one numpy pass per batch
+        full, empty = signatures_batch([shingles.hashes(t) for t in cols["text"]], a, b)   # one numpy pass a batch
         batch = band_keys(full, bands, rows)
         batch[empty] = NO_SHINGLES  # texts without shingles match nothing
         keys[at:at + len(batch)] = batch

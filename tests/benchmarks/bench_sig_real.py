@@ -6,7 +6,7 @@
 
 Sides (5-grams, 14 bands × 8 rows, datatrove's defaults; CPU seconds of the process, the documents read first):
 - `datatrove`: `MinhashDedupSignature.get_shingles` + `get_signature` per document, as its pipeline step does.
-- `curate`: `Shingler` (fresh word memo) + `signatures_batch` over batches of 1,024 + `band_keys`, as
+- `curate`: `Shingler.hashes` (fresh word memo) + `signatures_batch` over batches of 1,024 + `band_keys`, as
   `curation.corpus.minhash.run_signatures` does.
 - `bound`: the same words as integer ids (computed before the clock starts), then per document the n-gram
   keys in numpy (a multiplicative hash of the 5 ids instead of xxh64 of the joined string), their unique set,
@@ -81,7 +81,7 @@ def run_side(side: str) -> dict:
                 shingles.append(np.unique(key))
         else:
             t0 = clock()
-            shingles = [shingler(t) for t in docs]
+            shingles = [shingler.hashes(t) for t in docs]
         for at in range(0, len(shingles), BATCH):
             full, empty = signatures_batch(shingles[at:at + BATCH], a, b)
             batch = band_keys(full, 14, 8)

@@ -10,7 +10,7 @@ from curation.core.graph import components
 from curation.corpus.minhash import bucket_edges
 from curation.recipe.lsh import candidate_probability, params_for_threshold
 from curation.recipe.schema import MinHashDedup
-from curation.steps.text.minhash import Shingler, band_keys, permutations, signature
+from curation.steps.text.minhash import Shingler, band_keys, permutations, signature, signatures_batch
 from tests.conftest import REPO
 
 SHINGLES = Shingler(5)
@@ -52,6 +52,24 @@ def test_signatures_are_datatrove_signatures():
             assert ours is None
         else:
             assert ours.reshape(14, 8).tolist() == theirs.get_signature(their_shingles)
+    # the signature phase's input: every n-gram's hash, repeats included, gives the same minima
+    full, empty = signatures_batch([shingler.hashes(t) for t in docs], a, b)
+    for text, row, none in zip(docs, full, empty, strict=True):
+        want = signature(shingler(text), a, b)
+        assert none if want is None else np.array_equal(row, want)
+
+
+@pytest.mark.slow
+def test_a_memo_cleared_mid_text_gives_the_same_words(monkeypatch):
+    """When the chunk memo reaches its bound it is cleared before the text's new chunks are learnt: every chunk
+    of that text is learnt again (clearing after picking the unseen ones left the others out of the memo)."""
+    import curation.steps.text.minhash as minhash
+    docs = _demo_docs(20) + TRICKY
+    want = [Shingler(5).words(t) for t in docs]
+    monkeypatch.setattr(minhash, "_MEMO_LIMIT", 7)
+    small = Shingler(5)
+    assert [small.words(t) for t in docs + docs] == want + want
+    assert len(small._memo) < 200
 
 
 def test_signature_agreement_estimates_jaccard():
@@ -204,6 +222,18 @@ def test_signatures_batch_equals_per_document_signatures():
         want = signature(sh, a, b)
         assert (full[d] == 0).all() if want is None else np.array_equal(full[d], want)
     assert signatures_batch([], a, b)[0].shape == (0, 112)
+
+
+def test_the_mersenne_remainder_without_a_division():
+    import numpy as np
+
+    from curation.steps.text.minhash import MERSENNE, _mod_mersenne
+    m = (1 << 61) - 1
+    edges = [0, 1, m - 1, m, m + 1, 2 * m - 1, 2 * m, 2 * m + 1, 7 * (1 << 61) + m - 1, 2**63, 2**64 - 1]
+    x = np.array(edges + list(np.random.default_rng(3).integers(0, 2**64 - 1, 10_000, dtype=np.uint64)), np.uint64)
+    want = x % MERSENNE
+    _mod_mersenne(x, np.empty_like(x))
+    assert np.array_equal(x, want)
 
 
 def _simplify_differences(code_points) -> list[str]:
