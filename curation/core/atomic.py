@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,28 @@ def save_array(path: Path, array: np.ndarray) -> dict:
         np.save(f, array, allow_pickle=False)
     tmp.replace(path)
     return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def npy_row_pieces(read: Callable[[int, int], bytes], window: Callable[[int], tuple[int, int]]) -> list[tuple[int, bytes]]:
+    """The pieces of a `.npy` file (`save_array`'s) that hold rows `window(rows)` = (lo, hi) of its array:
+    (offset, bytes) of its header and of those rows, fetched with `read(start, end)`, and an empty piece at
+    its end, so that a sparse file of these pieces is as long as the file and `np.load(mmap_mode="r")` maps
+    it (reading only those rows gives the same bytes as from the whole file)."""
+    import io
+    import struct
+    head = read(0, 128)   # numpy pads the header so the data starts at a multiple of 64: 128 covers most
+    major = head[6]       # b"\x93NUMPY", major, minor, then the header's length (2 bytes in 1.0, 4 after)
+    start = 10 + struct.unpack("<H", head[8:10])[0] if major == 1 else 12 + struct.unpack("<I", head[8:12])[0]
+    if start > len(head):
+        head = read(0, start)
+    f = io.BytesIO(head)
+    version = np.lib.format.read_magic(f)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    row = dtype.itemsize * int(np.prod(shape[1:]))
+    lo, hi = window(shape[0])
+    return [(0, head[:start]), (start + lo * row, read(start + lo * row, start + hi * row)),
+            (start + shape[0] * row, b"")]
 
 
 def atomic_write_npz(path: Path, **arrays: np.ndarray) -> None:

@@ -8,17 +8,21 @@
     rRRR/q.json         whether the round changed anything, counts
 
 A round task reads every partition's previous round (memory-mapped) and its own edges; a settle task runs
-any further rounds, one partition at a time, until one changes nothing (`MAX_ROUNDS` in all).
+any further rounds, one partition at a time, until one changes nothing (`MAX_ROUNDS` in all). On an output
+URL a round task fetches only what it reads (`round_reads`): every partition's previous state, the rows of
+their proposals addressed to it, and its own edges.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from curation.core.atomic import atomic_write_json, save_array
+from curation.core.atomic import atomic_write_json, npy_row_pieces, save_array
+from curation.core.node import Node
 from curation.core.partitioned_graph import (
     MAX_ROUNDS,
     NotConverged,
@@ -76,6 +80,30 @@ def run_round(out: Path, base: Path, r: int, q: int, parts: int) -> tuple[list[s
     new, outbox, changed = round_part(q, parts, edges, nodes, labels, inbox,
                                       lambda x: lookup_labels(states, x, parts))
     return write_round(out, base, r, q, nodes, new, outbox, parts, changed), changed
+
+
+def round_reads(node: Node, rel: str) -> Callable | None:
+    """`CorpusPhase.partial_reads` of a round task of partition q (what it fetches of its deps' files on an
+    output URL): nothing of another partition's edges or of any `.json` (only the settle task reads those),
+    of each previous round's proposals the rows addressed to q (by that partition's `.off`, a whole file,
+    fetched first), and the rest whole: every partition's state, which `lookup_labels` searches. Each round
+    task used to download every partition's edges and proposals: parts times the graph, per round."""
+    q = node.spec["part"]
+    folder, name = rel.rsplit("/", 2)[-2:]
+    if name.endswith(".json") or (folder == "edges" and int(name.split(".")[0]) != q):
+        return _nothing
+    if name.endswith(".out.npy"):
+        return partial(_addressed_to, q)
+    return None
+
+
+def _nothing(remote, rel: str, local: Path) -> None:
+    return None
+
+
+def _addressed_to(q: int, remote, rel: str, local: Path) -> None:
+    off = np.load(Path(str(local)[:-len(".out.npy")] + ".off.npy"))
+    remote.get_pieces(rel, local, partial(npy_row_pieces, window=lambda rows: (int(off[q]), int(off[q + 1]))))
 
 
 def changed(base: Path, r: int, parts: int) -> bool:

@@ -28,18 +28,19 @@ of the modality, at most 1024) sets both.
 """
 from __future__ import annotations
 
-import io
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from curation.core.atomic import atomic_write_bytes, save_array
+from curation.core.atomic import atomic_write_bytes, npy_row_pieces, save_array
 from curation.core.hashing import Encoded, fingerprint
 from curation.core.layout import exact_index_path, exact_keys_path, exact_part_path, processed_path
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.urls import normalize_url
 from curation.corpus.base import CorpusPhase, PlanContext, processed_columns
+from curation.corpus.cc_files import round_reads
 from curation.corpus.exact_cc import (
     CC_ROUNDS,
     duplicate_rows,
@@ -110,21 +111,7 @@ def _fetch_range(remote, rel: str, local: Path, part: int, parts: int) -> None:
         remote.get(rel, local)
         return
     index = np.fromfile(index_path, dtype="<u8")
-
-    def pieces(read):
-        head = read(0, 128)
-        f = io.BytesIO(head)
-        version = np.lib.format.read_magic(f)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(f)
-        start = f.tell()
-        if start > len(head):   # a header longer than the first read
-            head = read(0, start)
-        row = dtype.itemsize * int(np.prod(shape[1:]))
-        lo, hi = range_window(index, shape[0], part, parts)
-        return [(0, head[:start]), (start + lo * row, read(start + lo * row, start + hi * row)),
-                (start + shape[0] * row, b"")]   # the file's full size: np.load maps the whole array
-    remote.get_pieces(rel, local, pieces)
+    remote.get_pieces(rel, local, partial(npy_row_pieces, window=lambda rows: range_window(index, rows, part, parts)))
 
 
 def part_shared(slices: list[tuple[int, int, np.ndarray]]) -> np.ndarray:
@@ -285,7 +272,8 @@ class ExactPhase(CorpusPhase):
                 return None
             return lambda remote, rel, local: _fetch_range(remote, rel, local, node.spec["part"],
                                                            node.spec["partitions"])
-        return {"exact_part": part, "exact_resolve": lambda node, rel: processed_columns(rel, ["id"])}
+        return {"exact_part": part, "exact_round": round_reads,
+                "exact_resolve": lambda node, rel: processed_columns(rel, ["id"])}
 
     def runners(self):
         return {"exact_keys": run_keys, "exact_part": run_part, "exact_scatter": run_scatter,

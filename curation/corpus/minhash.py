@@ -46,6 +46,7 @@ from curation.core.layout import edges_path, processed_path, sig_path, work_dir
 from curation.core.node import CODE_EPOCH, Node
 from curation.core.parts import PartRows
 from curation.corpus.base import CorpusPhase, PlanContext, processed_columns
+from curation.corpus.cc_files import round_reads
 from curation.corpus.minhash_cc import (
     CC_ROUNDS,
     corpus_shards,
@@ -276,7 +277,7 @@ class MinHashPhase(CorpusPhase):
                 return lambda remote, rel, local: remote.get_pieces(rel, local, header_pieces)
             columns = ["id", "meta"] if node.spec["cfg"]["keep"] == "highest_quality" else ["id"]
             return processed_columns(rel, columns)
-        return {"band": band, "cc_resolve": resolve}
+        return {"band": band, "cc_round": round_reads, "cc_resolve": resolve}
 
     def ledger_rows(self, run: str, nodes: list[Node], markers: dict, out: Path, totals: dict) -> dict[str, list[dict]]:
         # the clusters task's files, copied into the ledger by DuckDB: the driver holds none of their rows

@@ -201,3 +201,60 @@ def test_a_run_with_partitioned_clustering_gives_the_same_outputs(tmp_path):
     problems = [p for p in compare(out1, out4) if not p.startswith(("manifests/", "ledger/", "ledger.duckdb"))]
     assert problems == []
     assert (out4 / "work" / "minhash" / "cc" / "final.json").is_file()
+
+
+def test_a_round_task_of_an_output_url_fetches_its_own_edges_and_the_proposals_addressed_to_it(tmp_path, monkeypatch):
+    """On an output URL a round task downloads what it reads (`cc_files.round_reads`): every partition's previous
+    state, of their proposals only its own rows (ranged reads), its own edges, no `.json`; a round run on those
+    files writes what the local round wrote."""
+    import fsspec
+
+    from curation.core.outloc import Remote
+    from curation.corpus import cc_files
+    from curation.runtime.publish import fetch
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "staging"))
+    rng = np.random.default_rng(11)
+    out = tmp_path / "local"
+    corpus(out, rng, ties=False)
+    parts = 4
+    cfg = MinHashDedup(partitions=parts)
+    markers = run_phase(out, cfg, graph("chain", rng, sum(SIZES)), rng)
+    fs, root = fsspec.filesystem("memory"), f"cc-{tmp_path.name}/run"
+    for path in out.rglob("*"):
+        if path.is_file():
+            fs.pipe_file(f"{root}/{path.relative_to(out)}", path.read_bytes())
+    for key, marker in markers.items():
+        fs.pipe_file(f"{root}/work/markers/{key}.json", json.dumps(marker).encode())
+    got_whole, got_ranged = [], []
+    cat, get = type(fs).cat_file, type(fs).get_file
+    monkeypatch.setattr(type(fs), "cat_file", lambda self, p, start=None, end=None, **kw: (
+        got_ranged.append((p, start, end)) if not p.endswith(".json") else None) or cat(self, p, start=start, end=end, **kw))
+    monkeypatch.setattr(type(fs), "get_file", lambda self, p, *a, **kw: got_whole.append(p) or get(self, p, *a, **kw))
+    band_spec = {"cfg": cfg.model_dump(mode="json"), "bands": BANDS, "rows": 2, "index": [], "partitions": parts,
+                 "scope": cfg.scope, "shards": SHARDS}
+    rounds = [n for stage in MinHashPhase().plan_clusters(cfg, band_spec, [], [], []) for n in stage
+              if n.phase == "cc_round"]
+    assert len(rounds) >= 2 * parts
+    sliced = 0
+    for node in rounds:
+        got_whole.clear()
+        got_ranged.clear()
+        here = tmp_path / "task" / node.key
+        fetch(Remote(f"memory://{root}"), node, here, lambda rel, node=node: cc_files.round_reads(node, rel))
+        r, q = node.spec["round"], node.spec["part"]
+        written, _ = cc_files.run_round(here, cc_files_base(here), r, q, parts)
+        for rel in written:
+            assert (here / rel).read_bytes() == (out / rel).read_bytes(), rel
+        names = [p.rsplit("/", 2)[-2:] for p in got_whole]
+        assert not [n for n in names if n[1].endswith(".json") or n[1].endswith(".out.npy")]
+        assert [n for n in names if n[0] == "edges"] == [["edges", f"{q:03d}.npy"]]
+        assert {n[1] for n in names if n[0] == f"r{r - 1:03d}"} == {f"{p:03d}{k}.npy" for p in range(parts)
+                                                                     for k in ("", ".off")}
+        ranged = {p.rsplit("/", 1)[-1] for p, *_ in got_ranged if p.endswith(".out.npy")}
+        assert ranged <= {f"{p:03d}.out.npy" for p in range(parts)}
+        sliced += sum(e - s for p, s, e in got_ranged if p.endswith(".out.npy") and s >= 128)
+    assert sliced > 0   # proposals were fetched, by their rows
+
+
+def cc_files_base(out: Path) -> Path:
+    return minhash_cc.cc_dir(out)
