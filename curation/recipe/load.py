@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,15 +209,31 @@ def _resolve_inputs(loaded: LoadedRecipe, lines: dict, raw_root: Path | None) ->
             files.extend(matched)
         unique = list(dict.fromkeys(files))   # the first mention of a file names its shard
         out = []
-        for i, p in enumerate(unique):
+        for i, (p, found) in enumerate(zip(unique, _identities(unique), strict=True)):
             rel = p if is_url(p) else _relative(loaded, src, base, Path(p))
-            try:
-                size, digest = identity(p)
-            except OSError as e:
-                raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({e.strerror or e}); "
-                                  f"check permissions or the URL") from None
-            out.append(InputFile(src.name, i, p, rel, size, digest))
+            if isinstance(found, OSError):
+                raise RecipeError(f"{p}: input of source {src.name!r} cannot be read ({found.strerror or found}); "
+                                  f"check permissions or the URL")
+            out.append(InputFile(src.name, i, p, rel, *found))
         loaded.inputs[src.name] = out
+
+
+IDENTITY_THREADS = 8   # local files hashed at once: sha256 releases the GIL, so a driver's cores and disks all work
+
+
+def _identities(files: list[Location]) -> list[tuple[int, str] | OSError]:
+    """`identity` of every file (size and sha256, or a remote file's key), several at a time, in order; an
+    unreadable file gives its error in its place. Hashing every local input is the plan's one pass over the
+    corpus (about 2.2 s for 351 MB on one core of this machine), so it runs on all the driver's cores."""
+    def one(location: Location) -> tuple[int, str] | OSError:
+        try:
+            return identity(location)
+        except OSError as e:
+            return e
+    if len(files) < 2:
+        return [one(f) for f in files]
+    with ThreadPoolExecutor(min(IDENTITY_THREADS, len(files), os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, files))
 
 
 def load_recipe(path: str | Path, *, resolve_inputs: bool = True, raw_root: Path | None = None) -> LoadedRecipe:

@@ -133,3 +133,25 @@ def test_demo_recipe_validates():
     loaded = load_recipe(TEXT_DEMO)
     assert [s.name for s in loaded.recipe.sources] == ["web_en", "c4_en", "web_de"]
     assert sum(len(v) for v in loaded.inputs.values()) == 8
+
+
+def test_inputs_are_hashed_several_at_a_time_in_order_and_an_unreadable_one_is_named(tmp_path, monkeypatch):
+    """Every local input's sha256 (the plan's one pass over the corpus) runs on a thread pool: the identities
+    are those of hashing one file after another, in the inputs' order, and the first unreadable input in that
+    order is the one the error names."""
+    import curation.recipe.load as load
+    from curation.core.hashing import sha256_file
+    from tests.outdirs import tiny_recipe
+    recipe = tiny_recipe(tmp_path, sources=("a", "b", "c"))
+    got = load_recipe(recipe)
+    files = [f for name in ("a", "b", "c") for f in got.inputs[name]]
+    assert len(files) == 4 and all(f.sha256 == sha256_file(Path(f.path)) for f in files)
+    real = load.identity
+
+    def fails_on_b_and_c(location):
+        if Path(location).name in ("b0.jsonl", "c0.jsonl"):
+            raise PermissionError(13, "Permission denied")
+        return real(location)
+    monkeypatch.setattr(load, "identity", fails_on_b_and_c)
+    with pytest.raises(RecipeError, match=r"b0\.jsonl: input of source 'b' cannot be read \(Permission denied\)"):
+        load_recipe(recipe)
