@@ -13,7 +13,9 @@ as published). The driver then works on the mirror exactly as on a local output,
 3. files of nodes or stages this run does not have, removed (`stale`);
 4. the manifests, last: a manifest in the store means every file it names is there.
 
-Both directions send `publish.TRANSFERS` requests at a time.
+Both directions send `publish.TRANSFERS` requests at a time. `pull` fetches only what the driver reads
+(`for_the_driver`): not the corpus text, per-shard token parts or any other file that only a later task
+reads, which at scale would be the corpus itself on the driver's disk.
 
 Object stores have no links: a stage's `.bin` link to its source's shard is not uploaded; the manifest
 names the object it links to (`bin_of`), and `curate verify`/`curate train` recreate the link.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -33,6 +36,18 @@ from curation.runtime.publish import each, marker_rel
 NODE_AREAS = ("processed/", "tokenized/", "work/", "quarantine/", "ledger/decisions/")
 DRIVER_AREAS = ("ledger/", "manifests/", "megatron/", "handoff/", "reports/", "review/")
 KEEP = (".curate-lock", ".curate-recipe.json")
+# node outputs that only other tasks read, never the driver (ledger, manifests, hand-off, report): the processed
+# text, per-shard token parts and domain counts (the merge task's inputs), MinHash signatures, edges, clustering
+# rounds and drop lists, exact dedup's keys, hash ranges and rounds, decontamination's index and flags, selection
+# scores, near-duplicate drop lists. What the driver does read of `work/`: the merged domain counts and the
+# clusters and duplicates tables the ledger copies (checked by tracing every shipped recipe's finish).
+TASKS_ONLY = re.compile(r"processed/|tokenized/[^/]+/parts/|work/tokenize/domains/[^/]+/|"
+                        r"work/(minhash/(sig|edges|cc|drops)/|exact/|decont/|select/|image_near/drops/|audio_near/drops/)")
+
+
+def for_the_driver(rel: str) -> bool:
+    """Whether the driver reads this node output (`pull` fetches only those)."""
+    return TASKS_ONLY.match(rel) is None
 
 
 def mirror_dir(url: str) -> Path:
@@ -57,15 +72,16 @@ def _current_here(mirror: Path, key: str, marker: dict) -> bool:
         here = json.loads(marker_path(mirror, key).read_text())
     except (OSError, ValueError):
         return False
-    return here == marker and all((mirror / p).is_file() for p in marker.get("outputs", []))
+    return here == marker and all((mirror / p).is_file() for p in marker.get("outputs", []) if for_the_driver(p))
 
 
 def pull(remote: Remote, mirror: Path, markers: dict[str, dict]) -> int:
-    """Download the outputs of every node the mirror does not hold as published, then their markers (a node
-    is current here once its marker is; `publish.TRANSFERS` requests at a time); returns files fetched.
-    Also the training write-backs (`ledger/consumed.parquet`), which outlive re-runs."""
+    """Download the outputs the driver reads (`for_the_driver`) of every node the mirror does not hold as
+    published, then their markers (a node is current here once its marker is; `publish.TRANSFERS` requests at
+    a time); returns files fetched. Also the training write-backs (`ledger/consumed.parquet`), which outlive
+    re-runs."""
     missing = [(key, marker) for key, marker in markers.items() if not _current_here(mirror, key, marker)]
-    outputs = [rel for _, marker in missing for rel in marker.get("outputs", [])]
+    outputs = [rel for _, marker in missing for rel in marker.get("outputs", []) if for_the_driver(rel)]
     each(lambda rel: remote.get(rel, mirror / rel), outputs)
     each(lambda key: remote.get(marker_rel(key), marker_path(mirror, key)), [key for key, _ in missing])
     if remote.cat("ledger/consumed.parquet") is not None:

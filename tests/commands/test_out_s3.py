@@ -12,6 +12,7 @@ import pytest
 
 from curation.commands.cli import main
 from curation.commands.run import run
+from curation.runtime.mirror import mirror_dir
 from tests.benchmarks.compare_outputs import compare
 from tests.conftest import TEXT_DEMO
 from tests.outdirs import tiny_recipe
@@ -34,7 +35,7 @@ def _no_local_scheme_folder(tmp_path):
     assert not any(p.name.endswith(":") for p in tmp_path.rglob("*")), "a local folder named after the scheme"
 
 
-def test_local_executor_into_s3_matches_a_local_run(text_run, bucket, tmp_path, capsys):
+def test_local_executor_into_s3_matches_a_local_run(text_run, bucket, tmp_path, capsys, monkeypatch):
     url = f"{bucket}/text"
     res = run(TEXT_DEMO, url, progress=False, executor="local")
     assert res.out == url and res.manifests == [f"{url}/manifests/{p.name}" for p in text_run.manifests]
@@ -45,8 +46,16 @@ def test_local_executor_into_s3_matches_a_local_run(text_run, bucket, tmp_path, 
     assert fs.cat("bkt/text/megatron/stage1/data_args.txt").decode().split()[-1].startswith(f"{url}/megatron/")
     for stage in ("stage1", "long-context-4k"):
         assert main(["verify", f"{url}/manifests/{stage}.json"]) == 0
+    # a re-run from another machine (a fresh staging folder: nothing adopted, everything pulled): every task
+    # skipped, the driver downloads only what it reads (no text, no per-shard parts) and writes the same bytes
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "another-machine"))
     again = run(TEXT_DEMO, url, progress=False, executor="local")
     assert (again.executed, again.skipped) == (0, text_run.executed + text_run.skipped)
+    assert compare(text_run.out, download(url, tmp_path / "again")) == []
+    pulled = {str(p.relative_to(mirror_dir(url))) for p in mirror_dir(url).rglob("*") if p.is_file()}
+    assert any(p.startswith("tokenized/") for p in pulled) and any(p.startswith("ledger/decisions/") for p in pulled)
+    assert not [p for p in pulled if p.startswith(("processed/", "work/minhash/sig/", "work/exact/"))
+                or "/parts/" in p]
     _no_local_scheme_folder(tmp_path)
 
 
