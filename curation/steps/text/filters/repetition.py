@@ -77,10 +77,11 @@ class DuplicateScan:
         if count <= 0:
             return 0
         g = self._gram_hashes(n)
-        _, inverse, counts = np.unique(g, return_inverse=True, return_counts=True)
-        candidates = np.flatnonzero(counts[inverse] > 1)
-        if candidates.size == 0:
+        s = np.sort(g)   # most texts repeat no n-gram: a sort and a comparison say so (np.unique took 4x longer)
+        repeats = s[1:][s[1:] == s[:-1]]
+        if repeats.size == 0:
             return 0
+        candidates = np.flatnonzero(np.isin(g, repeats))
         if self._joined is None:
             self._joined = "".join(self.words)
         joined, starts = self._joined, self.starts.tolist()
