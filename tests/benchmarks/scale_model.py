@@ -114,11 +114,16 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
         kind = KIND.get(phase, "single")
         peak = _worker_peak(runs, phase)
         if kind == "fixed":
-            secs, mem, note = a + b * sizes[-1], "—", "Ray start-up and planning: the driver plans " \
+            input_bytes = docs * largest["input_bytes"] / largest["documents"]
+            hashing = input_bytes / NODE_IO   # the driver reads every local input once (sha256, 8 at a time)
+            secs, mem, note = a + b * sizes[-1] + hashing, "—", "Ray start-up and planning: the driver plans " \
                 f"{shards * 5 + BANDS * band_parts + exact_parts:,.0f} tasks and holds them with the scheduler's " \
                 f"graph, ~{PLAN_BYTES_PER_SHARD / 1e3:.1f} KB per shard: {shards * PLAN_BYTES_PER_SHARD / 1e9:,.1f} " \
                 "GB in the driver (bench_plan_memory.py; the partitioned tasks share one deps list, so no term " \
-                "grows as shards × partitions)"
+                f"grows as shards × partitions); and it hashes every local input for the plan's identities, " \
+                f"{input_bytes / 1e12:,.2f} TB at {NODE_IO / 1e9:.0f} GB/s: {hashing / 60:,.0f} min, the one term " \
+                "of the start that reads the corpus (inputs on an object store are identified by their ETag, " \
+                "with no read)"
         elif kind == "shard":
             secs = a + b * workers * docs / total_cores
             mem = f"{cores * peak / 1024:,.0f} GB ({cores} tasks × {peak:,.0f} MB)"
