@@ -101,7 +101,11 @@ def test_megatron_core_reads_the_shards_and_the_packed_hand_off(text_run):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(text_run, tmp_path, ray_local, workers):
+def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(text_run, tmp_path, ray_local, workers,
+                                                                       monkeypatch):
+    if workers == 2:   # every list of every node through the object store (`ray_executor.SHIP_ONCE`), as at scale
+        import curation.runtime.ray_executor as ray_executor
+        monkeypatch.setattr(ray_executor, "SHIP_ONCE", 1)
     out = tmp_path / f"w{workers}"
     res = run(TEXT_DEMO, out, workers=workers, progress=False, executor="ray")
     assert text_run.executor == "local" and res.executor == "ray"

@@ -310,3 +310,28 @@ def test_recipe_and_cli_set_the_retry_count(tmp_path):
     assert changed.recipe.model_dump() == loaded.recipe.model_dump()
     from curation.commands.cli import main
     assert main(["run", str(recipe), "--out", str(tmp_path / "out"), "--retries", "-1"]) != 0
+
+
+def _lists(node) -> tuple:
+    return len(node.deps), node.deps[-1], len(node.spec["shards"]), node.spec["shards"][-1], node.spec["band"]
+
+
+@pytest.mark.slow
+def test_ray_ships_a_list_that_sibling_nodes_share_once(ray_local):
+    """A partitioned phase's tasks share their shards and deps lists (at 200,000 shards 8.2 MB a node): the
+    executor puts each list in the object store once and sends references; the task sees the whole node."""
+    import ray.cloudpickle
+
+    from curation.core.node import Node
+    from curation.runtime.ray_executor import SHIP_ONCE, RayExecutor
+    shards = [["web", f"{i:05d}"] for i in range(5 * SHIP_ONCE)]
+    deps = [f"signatures/web/{i:05d}" for i in range(5 * SHIP_ONCE)]
+    nodes = {f"band/00{b}": Node("band", None, f"00{b}", "fp", deps=deps, spec={"band": b, "shards": shards})
+             for b in range(3)}
+    with RayExecutor(workers=2, progress=False) as ex:
+        out = run_graph(ex, list(nodes), {k: [] for k in nodes}, lambda k: (_lists, (nodes[k],)), progress=False)
+        assert len(ex._stored) == 2                                     # one put per shared list
+        assert len(ray.cloudpickle.dumps(ex._slim(nodes["band/001"]))) < 2_000 < len(ray.cloudpickle.dumps(deps))
+    assert out == {k: (len(deps), deps[-1], len(shards), shards[-1], n.spec["band"]) for k, n in nodes.items()}
+    small = Node("band", None, "x", "fp", deps=deps[:3], spec={"shards": shards[:3]})
+    assert ex._slim(small) is small                                      # short lists travel as they are
