@@ -27,7 +27,10 @@ from curation.errors import CurateError
 from curation.runtime import cluster
 from curation.runtime.schedule import run_all
 
-SHIP_ONCE = 1000   # a list in a node at least this long is put in the object store once, shared by reference
+# a list in a node at least this long (0.2 MB pickled) goes to the object store once and travels by reference;
+# shorter ones, such as a clustering round's deps (one per partition, at most 1,025, a list per node), are sent
+# inline: stored, each would stay pinned in the object store until the run ends
+SHIP_ONCE = 10_000
 
 
 class _Stored:
