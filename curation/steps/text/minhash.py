@@ -31,6 +31,8 @@ from itertools import accumulate, chain
 import numpy as np
 import xxhash
 
+from curation.core.extras import import_spacy
+
 MERSENNE = np.uint64((1 << 61) - 1)
 NO_SHINGLES = np.uint64(0)  # band key of a text with fewer words than the n-gram: never a bucket
 _MEMO_LIMIT = 2_000_000  # distinct chunks remembered before the memo is cleared (memory bound)
@@ -42,6 +44,7 @@ class Shingler:
     def __init__(self, ngram: int, language: str = "eng"):
         from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
 
+        import_spacy()
         self.ngram = ngram
         self._datatrove = load_word_tokenizer(language)
         self._spacy = None

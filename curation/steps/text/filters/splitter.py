@@ -29,6 +29,7 @@ import re
 from functools import cache
 from itertools import chain
 
+from curation.core.extras import import_spacy
 from curation.steps.text.filters.spacy_rules import ChunkRules
 
 _RUNS = re.compile(r"(\s+)")  # re's \s is str.isspace, the test spaCy's tokenizer splits on
@@ -268,9 +269,10 @@ class WordSplitter:
 
 @cache
 def _for_language(language: str) -> WordSplitter | None:
-    import spacy.tokenizer
     from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
 
+    import_spacy()
+    import spacy.tokenizer
     try:
         dt = load_word_tokenizer(language)
     except (ImportError, ValueError):  # datatrove's own path raises it where the filter runs

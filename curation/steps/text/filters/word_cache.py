@@ -15,6 +15,7 @@ from functools import cache
 
 import numpy as np
 
+from curation.core.extras import import_spacy
 from curation.steps.text.filters.repetition import char_hash
 from curation.steps.text.filters.splitter import WordSplitter
 
@@ -96,6 +97,7 @@ class WordCache:
 
     def __init__(self, language: str):
         from datatrove.utils.word_tokenizers import load_word_tokenizer
+        import_spacy()
         self.language = language
         self.splitter = WordSplitter.for_language(language)
         self._tokenizer = self.splitter.datatrove if self.splitter else load_word_tokenizer(language)
