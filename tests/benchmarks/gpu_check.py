@@ -318,7 +318,7 @@ def pipeline_main(a, torch) -> int:
     clips = a.pipeline_clips or (4 if a.quick else 256 if cuda else 24)
     started = time.perf_counter()
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
-    section = pipeline_section(cuda, images, clips)
+    section = pipeline_section(cuda, images, clips, with_demo=not a.quick)
     section[1:1] = ["", f"Produced by `.venv/bin/python tests/benchmarks/gpu_check.py --pipeline"
                     f"{' --quick' if a.quick else ''}` on {time.strftime('%Y-%m-%d')}: "
                     f"{len(gpus)} GPU(s){': ' + ', '.join(sorted(set(gpus))) if gpus else ''}, {os.cpu_count()} CPUs "

@@ -155,7 +155,9 @@ def flips(a: Path, b: Path) -> str:
     return f"{100 * (total - same) / max(total, 1):.3f}% of {total:,} tokens differ"
 
 
-def pipeline_section(cuda: bool, images: int, clips: int) -> list[str]:
+def pipeline_section(cuda: bool, images: int, clips: int, with_demo: bool = True) -> list[str]:
+    """The section's lines; `with_demo`: also the multimodal demo recipe (left out by `--quick`, the test: the
+    synthetic set alone exercises every column, and the demo runs end to end in tests/commands)."""
     variants = [("cpu", None)] + ([("cuda", None), ("cuda", "bfloat16")] if cuda else [])
     lines = ["## Pipeline", "",
              "`curate run` with the Ray executor (one codec task per GPU), the image and audio sources' "
@@ -177,8 +179,8 @@ def pipeline_section(cuda: bool, images: int, clips: int) -> list[str]:
                 (demo / d.name).symlink_to(d)
         (demo / "demo.yaml").write_text((RECIPES / "demo.yaml").read_text().replace("../tokenizers/",
                                                                                      f"{REPO}/tokenizers/"))
-        sets = [("demo", demo / "demo.yaml"), (f"synthetic {images} images, {clips} clips",
-                                               synthetic_recipe(tmp / "synthetic", images, clips))]
+        sets = [("demo", demo / "demo.yaml")] if with_demo else []
+        sets.append((f"synthetic {images} images, {clips} clips", synthetic_recipe(tmp / "synthetic", images, clips)))
         for name, recipe in sets:
             ref = None
             for device, precision in variants:
