@@ -143,8 +143,9 @@ class WordSplitter:
             self._learn(new)
         return present
 
-    def _crossing(self, present: set[str]) -> bool:
-        """Cheap test: might a pattern continue from one of these chunks into another?"""
+    def _crossing(self, present: set[str] | list[str]) -> bool:
+        """Cheap test: might a pattern continue from one of these chunks (a set, or a list with repeats) into
+        another?"""
         # dict views iterate the smaller side (a set's methods would iterate the whole memo)
         opens = self._opens
         if not opens or opens.keys().isdisjoint(present):
@@ -198,10 +199,16 @@ class WordSplitter:
             self.texts_delegated += 1
             return self.datatrove.word_tokenize(text)
         chunks = text.split()
-        present = self._known(chunks)
+        try:   # every chunk already known (most texts once a worker is warm): no set of the chunks to build
+            words = list(chain.from_iterable(map(self._tokens.__getitem__, chunks)))
+            self.chunks_seen += len(chunks)
+            present: set[str] | list[str] = chunks
+        except KeyError:
+            present = self._known(chunks)
+            words = list(chain.from_iterable(map(self._tokens.__getitem__, chunks)))
         if self._crossing(present) and self._runs(text) is None:
             return self.datatrove.word_tokenize(text)
-        return list(chain.from_iterable(map(self._tokens.__getitem__, chunks)))
+        return words
 
     def token_count(self, text: str) -> int:
         """== len(word_tokenize(text))."""
