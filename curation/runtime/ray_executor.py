@@ -230,6 +230,13 @@ class RayExecutor:
 
 
 def _on_node(fn: Callable, *args):
-    """A task: `fn(*args)`, with the node it ran on (the executor counts tasks per node)."""
+    """A task: `fn(*args)`, with the node it ran on (the executor counts tasks per node).
+
+    A task asks Ray for one CPU, so it runs on one thread: Ray sets OMP_NUM_THREADS=1 in its workers for
+    torch; RAYON_NUM_THREADS=1 does the same for the thread pool of HF `tokenizers` (read when the pool is
+    first built, so before this worker's first batch), unless the cluster's environment sets it. With a
+    pool per worker over every core, two workers on two cores took 1.13x the wall and CPU time on the same
+    batches (reports/benchmarks/tokenizer_threads.md). Token ids do not depend on the threads."""
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
     import ray
     return ray.get_runtime_context().get_node_id(), fn(*map(_full, args))

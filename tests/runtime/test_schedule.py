@@ -335,3 +335,17 @@ def test_ray_ships_a_list_that_sibling_nodes_share_once(ray_local):
     assert out == {k: (len(deps), deps[-1], len(shards), shards[-1], n.spec["band"]) for k, n in nodes.items()}
     small = Node("band", None, "x", "fp", deps=deps[:3], spec={"shards": shards[:3]})
     assert ex._slim(small) is small                                      # short lists travel as they are
+
+
+def _rayon_threads(_key: str) -> str | None:
+    import os
+    return os.environ.get("RAYON_NUM_THREADS")
+
+
+@pytest.mark.slow
+def test_a_ray_task_runs_tokenizers_on_the_one_cpu_it_asked_for(ray_local):
+    """Every task's worker has RAYON_NUM_THREADS=1 (HF tokenizers' pool; reports/benchmarks/tokenizer_threads.md)."""
+    from curation.runtime.ray_executor import RayExecutor
+    with RayExecutor(workers=2, progress=False) as ex:
+        out = run_graph(ex, ["a", "b"], {"a": [], "b": []}, lambda k: (_rayon_threads, (k,)), progress=False)
+    assert out == {"a": "1", "b": "1"}
