@@ -37,6 +37,10 @@ class _WordTable:
         self.spaced: set[int] = set()  # words with a " " inside (only from non-spaCy tokenizers)
 
     def lookup(self, words: list[str]) -> np.ndarray:
+        try:   # every word already numbered (most texts once a worker is warm): no set of the words to build
+            return np.fromiter(map(self.ids.__getitem__, words), dtype=np.int64, count=len(words))
+        except KeyError:
+            pass
         new = set(words).difference(self.ids)
         if new:
             if len(self.ids) + len(new) > _WORD_LIMIT:
