@@ -6,6 +6,16 @@ import platform
 import time
 from pathlib import Path
 
+# Earlier runs of section 2 (the machine is shared, and the sessions' machines differ): context for the figure above.
+EARLIER = [
+    "Earlier runs of this section: 4.21× (2026-12-06), 4.77× (2026-12-07 03:xx UTC: curate 47.4 s, datatrove 226.2 s) on "
+    "another machine of the same kind. On the machine of the run above, curate's steps were 20-35% slower for the same "
+    "work (language 16.7 → 22.8 task-s, gopher_repetition 32.2 → 39.2) while datatrove's whole run was 7% slower. The "
+    "same corpus run by curate alone on this machine, the base of 2026-12-07's second session (a30615f) against its end "
+    "(f9629ab), alternating: 49.2 and 52.4 s against 51.8 and 49.8 s: that session's changes (spaCy without torch, the "
+    "filters' direct look-ups, one tokenizer thread per Ray task) do not move this path beyond the noise.",
+]
+
 
 def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, shards) -> str:
     t_curate, same, c_steps = curate
@@ -86,6 +96,7 @@ def render(args, n_real, fs, n_docs, n_bytes, curate, dt, stage, corpus_files, s
         "ledger and the report. datatrove: wall seconds of each LocalPipelineExecutor stage."), "",
         "| curate step | task seconds | | datatrove stage | wall seconds |", "|---|---|---|---|---|",
         *[f"| {a} | {b} | | {c} | {d} |" for a, b, c, d in _pairs(c_steps, d_stages)], "",
+        *EARLIER, "",
         "## 3. The tokenize stage", "",
         (f"curate's tokenize step (`TextTokenizer`, `encode_batch_fast`, one numpy array per document with EOD) "
         f"plus the shard writer, against bare `Tokenizer.encode_batch` on the same {stage_docs:,} documents "
