@@ -25,6 +25,8 @@ import numpy as np
 from curation.mixture.sampling import read_plan
 from curation.shards.shardset import ShardSet
 
+_IDS = np.dtype(np.int32)   # a sequence's ids
+
 
 def plan_order(stage_fingerprint: str, counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(position in `counts`, document index) of every planned occurrence, in the stage's seeded order.
@@ -80,22 +82,40 @@ def stream_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, se
     counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
     order_src, order_doc = plan_order(stage_fingerprint, counts)
     shards = _Shards(mdir, sources)
-    seq = np.full(seq_length, pad, dtype=np.int32)
-    at, held = 0, {}
-    for k, d in _blocks(order_src, order_doc):
-        i = which[k]
-        tokens, lengths, starts = shards(i)
-        start, n = int(starts[d]), int(lengths[d])
+    blank = np.full(seq_length, pad, dtype=np.int32).tobytes()
+    buf = bytearray(blank)
+    seq, view, at, held = np.frombuffer(buf, np.int32), memoryview(buf), 0, {}
+    for i, start, n in _placed(order_src, order_doc, which, shards):
+        tokens = shards(i)[0]
+        direct = tokens.dtype == _IDS   # a set of int32 ids is read straight into the sequence
         while n:
             take = min(n, seq_length - at)
-            seq[at:at + take] = tokens(start, take)
+            if direct:
+                tokens.read_into(start, view[at * 4:(at + take) * 4])
+            else:
+                seq[at:at + take] = tokens(start, take)
             held[i] = held.get(i, 0) + take
             at, start, n = at + take, start + take, n - take
             if at == seq_length:
                 yield seq, held
-                seq, at, held = np.full(seq_length, pad, dtype=np.int32), 0, {}
+                buf = bytearray(blank)
+                seq, view, at, held = np.frombuffer(buf, np.int32), memoryview(buf), 0, {}
     if at:
         yield seq, held
+
+
+def _placed(order_src: np.ndarray, order_doc: np.ndarray, which: list[int], shards: _Shards,
+            size: int = 1 << 16) -> Iterator[tuple[int, int, int]]:
+    """(source index, first token, tokens) of every planned occurrence in plan order, gathered `size` at a time
+    with numpy (no indexing of a numpy array per document)."""
+    for at in range(0, len(order_src), size):
+        src, doc = order_src[at:at + size], order_doc[at:at + size]
+        starts, lengths = np.empty(src.size, np.int64), np.empty(src.size, np.int64)
+        for k in np.unique(src).tolist():
+            _, all_lengths, all_starts = shards(which[k])
+            mine = src == k
+            starts[mine], lengths[mine] = all_starts[doc[mine]], all_lengths[doc[mine]]
+        yield from zip([which[k] for k in src.tolist()], starts.tolist(), lengths.tolist())
 
 
 def bin_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,

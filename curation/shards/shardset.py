@@ -137,6 +137,16 @@ class SetTokens:
             raise ValueError(f"{self.paths[k]} is shorter than its .idx says; re-run `curate run`")
         return np.frombuffer(data, dtype=self.dtype)
 
+    def read_into(self, start: int, view: memoryview) -> None:
+        """Fill `view` (bytes of whole tokens of this set's dtype) from token `start`, by one `preadv` straight
+        into it: no array made per read (the packed hand-off reads every planned document so)."""
+        k = int(np.searchsorted(self.bases, start, side="right")) - 1 if len(self.paths) > 1 else 0
+        if k not in self.files:
+            self.files[k] = open(self.paths[k], "rb", buffering=0)
+        got = os.preadv(self.files[k].fileno(), [view], (start - int(self.bases[k])) * self.dtype.itemsize)  # type: ignore[attr-defined]
+        if got != len(view):
+            raise ValueError(f"{self.paths[k]} is shorter than its .idx says; re-run `curate run`")
+
     def __del__(self):
         for f in getattr(self, "files", {}).values():
             f.close()  # type: ignore[attr-defined]
