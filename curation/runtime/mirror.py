@@ -2,7 +2,8 @@
 Megatron hand-off, report), and its upload.
 
 `mirror_dir(url)` is one folder per URL on this machine. A task that runs on the driver's machine moves
-its published outputs there (`adopt`), so the driver reads them without downloading; `pull` fetches
+its published outputs there (`adopt`), so the driver reads them without downloading, and so does a later
+task on this machine that reads them (`copy_held`, instead of a request to the store per file); `pull` fetches
 what tasks on other machines published (a node's files are current when the mirror holds its marker
 as published). The driver then works on the mirror exactly as on a local output, and `push` uploads:
 
@@ -67,6 +68,27 @@ def adopt(url: str, local: Path, key: str, marker: dict) -> None:
     os.replace(marker_path(local, key), path)
 
 
+def copy_held(url: str, key: str, marker: dict, rels: list[str], local: Path) -> list[str]:
+    """Copy into `local` those of dep `key`'s published files `rels` that this machine's mirror of `url` holds as
+    published: the mirror holds the dep's marker, equal to the store's `marker` (a task here adopted it, or
+    `pull` fetched it), and the file. Returns the files left to download. A copy, not a link: the task owns
+    its folder and the mirror's files stay as published whatever it does there."""
+    mirror = mirror_dir(url)
+    try:
+        if json.loads(marker_path(mirror, key).read_text()) != marker:
+            return rels
+    except (OSError, ValueError):
+        return rels
+    left = []
+    for rel in rels:
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(mirror / rel, local / rel)
+        except FileNotFoundError:   # not kept here (`pull` fetches only what the driver reads)
+            left.append(rel)
+    return left
+
+
 def _current_here(mirror: Path, key: str, marker: dict) -> bool:
     try:
         here = json.loads(marker_path(mirror, key).read_text())
@@ -82,6 +104,10 @@ def pull(remote: Remote, mirror: Path, markers: dict[str, dict]) -> int:
     re-runs."""
     missing = [(key, marker) for key, marker in markers.items() if not _current_here(mirror, key, marker)]
     outputs = [rel for _, marker in missing for rel in marker.get("outputs", []) if for_the_driver(rel)]
+    # what is not fetched goes: a copy left by an earlier version of the node would pass for the published
+    # file once the marker is here (`copy_held`)
+    for rel in (rel for _, marker in missing for rel in marker.get("outputs", []) if not for_the_driver(rel)):
+        (mirror / rel).unlink(missing_ok=True)
     each(lambda rel: remote.get(rel, mirror / rel), outputs)
     each(lambda key: remote.get(marker_rel(key), marker_path(mirror, key)), [key for key, _ in missing])
     if remote.cat("ledger/consumed.parquet") is not None:

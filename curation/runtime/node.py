@@ -39,9 +39,9 @@ def run_node(out: str, node: Node) -> dict:
     """Run the node's task into `out` and mark it complete. `out` may be an output URL: then the task runs
     in a local staging folder and publishes its outputs (`curation.runtime.publish`)."""
     if is_remote(out):
-        from curation.runtime.mirror import adopt
+        from curation.runtime.mirror import adopt, copy_held
         from curation.runtime.publish import run_staged
-        return run_staged(out, node, _run_here, adopt, partial_reads(node))
+        return run_staged(out, node, _run_here, adopt, partial_reads(node), copy_held)
     return _run_here(Path(out), node)
 
 

@@ -2,7 +2,8 @@
 
 A task runs in a fresh local folder that holds only what it reads: the completion markers of its
 `deps` and the files they list (`fetch`; of a phase's per-shard drop lists, a task of one shard takes
-its own). So a task needs no shared disk, and a task that read a file no dep lists fails here rather
+its own; a file this machine already holds as published, in the driver's mirror, is copied from there
+instead of downloaded). So a task needs no shared disk, and a task that read a file no dep lists fails here rather
 than on a cluster. It runs exactly as for a local output, with that folder as `out`, then `publish`
 uploads every file its marker lists, removes what its previous marker listed and this one does not,
 and uploads the marker last: a marker in the store means every file it lists is there. A task that
@@ -93,13 +94,18 @@ def reads(node: Node, output: str) -> bool:
     return m is None or node.shard is None or (m.group(1), m.group(2)) == (node.source, node.shard)
 
 
-def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Callable | None] | None = None) -> set[str]:
+def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Callable | None] | None = None,
+          copies: Callable[[str, str, dict, list[str], Path], list[str]] | None = None) -> set[str]:
     """Download the node's deps' markers and the files it reads of theirs into `local`; returns them.
     `partial(rel)`: for a file the task reads only part of, how to fetch that part
-    (`curation.corpus.base.CorpusPhase.partial_reads`), else None."""
+    (`curation.corpus.base.CorpusPhase.partial_reads`), else None. `copies(url, key, marker, rels, local)`: puts
+    the files of dep `key` that this machine holds as published into `local` and returns the others, which
+    are downloaded (`curation.runtime.mirror.copy_held`)."""
     got: set[str] = set()
     wanted: list[str] = []
-    for key, marker in zip(node.deps, each(lambda k: remote_marker(remote, k), node.deps), strict=True):
+    owner: dict[str, str] = {}   # rel -> the dep that lists it
+    markers = dict(zip(node.deps, each(lambda k: remote_marker(remote, k), node.deps), strict=True))
+    for key, marker in markers.items():
         if marker is None:
             raise CurateError(f"task {node.key} reads the outputs of {key}, which has no completion marker in "
                               f"{remote.url}; re-run to produce it")
@@ -111,11 +117,19 @@ def fetch(remote: Remote, node: Node, local: Path, partial: Callable[[str], Call
             if reads(node, rel) and rel not in got:
                 wanted.append(rel)
                 got.add(rel)
+                owner[rel] = key
 
     # whole files first, then the parts: how a part is fetched may depend on a whole file beside it (an
     # `exact_part` task reads a shard's range index to know which rows of its keys to fetch)
     parts = {rel: partial(rel) for rel in wanted} if partial is not None else {}
-    each(lambda rel: remote.get(rel, local / rel), [rel for rel in wanted if parts.get(rel) is None])
+    whole = [rel for rel in wanted if parts.get(rel) is None]
+    if copies is not None:   # a file read in part is always fetched in part: a task reading more fails here too
+        by_dep: dict[str, list[str]] = {}
+        for rel in whole:
+            by_dep.setdefault(owner[rel], []).append(rel)
+        left = {rel for key, rels in by_dep.items() for rel in copies(remote.url, key, markers[key], rels, local)}
+        whole = [rel for rel in whole if rel in left]
+    each(lambda rel: remote.get(rel, local / rel), whole)
     each(lambda rel: parts[rel](remote, rel, local / rel), [rel for rel in wanted if parts.get(rel) is not None])
     return got
 
@@ -138,15 +152,15 @@ def publish(remote: Remote, local: Path, node: Node, marker: dict, fetched: set[
 
 
 def run_staged(url: str, node: Node, run: Callable[[Path, Node], dict], adopt: Callable | None = None,
-               partial: Callable[[str], Callable | None] | None = None) -> dict:
+               partial: Callable[[str], Callable | None] | None = None, copies: Callable | None = None) -> dict:
     """`run(local_out, node)` (which writes the marker there) in a staging folder, then publish; `adopt`
-    may keep the published files on this machine (the driver's mirror); `partial`: see `fetch`."""
+    may keep the published files on this machine (the driver's mirror); `partial` and `copies`: see `fetch`."""
     remote = Remote(url)
     root = staging_root()
     root.mkdir(parents=True, exist_ok=True)
     local = Path(tempfile.mkdtemp(dir=root, prefix=f"task-{os.getpid()}-"))
     try:
-        fetched = fetch(remote, node, local, partial)
+        fetched = fetch(remote, node, local, partial, copies)
         marker = run(local, node)
         publish(remote, local, node, marker, fetched)
         if adopt is not None:

@@ -12,6 +12,7 @@ import pytest
 
 from curation.commands.cli import main
 from curation.commands.run import run
+from curation.core.outloc import Remote
 from curation.runtime.mirror import mirror_dir
 from tests.benchmarks.compare_outputs import compare
 from tests.conftest import TEXT_DEMO
@@ -37,7 +38,12 @@ def _no_local_scheme_folder(tmp_path):
 
 def test_local_executor_into_s3_matches_a_local_run(text_run, bucket, tmp_path, capsys, monkeypatch):
     url = f"{bucket}/text"
+    downloads = []   # whole files a task or the driver downloads: every task runs here and finds its inputs in
+    real_get = Remote.get   # the driver's mirror, so none (files read in part are still fetched in part)
+    monkeypatch.setattr(Remote, "get", lambda self, rel, local: (downloads.append(rel), real_get(self, rel, local)))
     res = run(TEXT_DEMO, url, progress=False, executor="local")
+    assert downloads == []
+    monkeypatch.setattr(Remote, "get", real_get)
     assert res.out == url and res.manifests == [f"{url}/manifests/{p.name}" for p in text_run.manifests]
     assert compare(text_run.out, download(url, tmp_path / "bucket")) == []
     fs = s3fs()

@@ -13,6 +13,7 @@ import pytest
 from curation.core.node import Node
 from curation.core.outloc import Remote
 from curation.runtime import publish
+from curation.runtime.mirror import copy_held, mirror_dir, pull
 
 
 class Watch:
@@ -178,3 +179,50 @@ def test_skip_checks_read_the_stores_state_once_and_agree_with_the_store(tmp_pat
         monkeypatch.setattr(cls, name, no_request)
     assert {name: publish.current_remote(url, node, digest, state) for name, node in nodes.items()} == live
     assert [name for name, marker in live.items() if marker] == ["whole"]
+
+
+def test_a_file_this_machine_holds_as_published_is_copied_not_downloaded(tmp_path, monkeypatch):
+    """The driver's mirror holds dep 000 as published (its marker equal to the store's), dep 001 under an
+    older marker, dep 002's marker without its file (`pull` fetches only what the driver reads): only 000's
+    file is copied; the others are downloaded, and a file read in part is fetched in part whatever the mirror
+    holds."""
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "staging"))
+    remote, deps = _store(tmp_path, 4)
+    fs, mirror = fsspec.filesystem("memory"), mirror_dir(remote.url)
+    for k, marker in [(0, None), (1, {"outputs": ["work/x/001.bin"], "fingerprint": "older"}), (2, None), (3, None)]:
+        key = deps[k]
+        stored = json.loads(fs.cat_file(remote.key(publish.marker_rel(key))))
+        (mirror / publish.marker_rel(key)).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / publish.marker_rel(key)).write_text(json.dumps(marker or stored))
+        if k != 2:
+            (mirror / f"work/x/{k:03d}.bin").parent.mkdir(parents=True, exist_ok=True)
+            (mirror / f"work/x/{k:03d}.bin").write_bytes(b"mirror")
+    watch = Watch(monkeypatch)
+    partial = lambda rel: (lambda r, rel, local: local.write_bytes(r.cat(rel)[:3])) if rel.endswith("003.bin") else None  # noqa: E731
+    publish.fetch(remote, Node("band", None, "000-000", "fp", deps=deps), tmp_path / "local", partial, copy_held)
+    local = tmp_path / "local" / "work" / "x"
+    assert [(local / f"{k:03d}.bin").read_bytes() for k in range(4)] == [b"mirror", b"\1" * 100, b"\2" * 100, b"\3" * 3]
+    assert sorted(path.rsplit("/", 1)[1] for name, path in watch.log if name == "get_file") == ["001.bin", "002.bin"]
+    (local / "000.bin").write_bytes(b"changed by the task")      # a copy: the mirror keeps what was published
+    assert (mirror / "work/x/000.bin").read_bytes() == b"mirror"
+
+
+def test_pull_removes_a_tasks_only_file_it_does_not_fetch(tmp_path, monkeypatch):
+    """A node published elsewhere since this machine last held it: `pull` fetches the files the driver reads and
+    removes the others' old copies, so no later task copies them from the mirror as published."""
+    monkeypatch.setenv("CURATE_STAGING", str(tmp_path / "staging"))
+    fs, root = fsspec.filesystem("memory"), f"pull-{tmp_path.name}/run"
+    remote, key = Remote(f"memory://{root}"), "process/s/000"
+    marker = {"fingerprint": "new", "outputs": ["processed/s/000.parquet", "ledger/decisions/s/000.parquet"]}
+    for rel in marker["outputs"]:
+        fs.pipe_file(f"{root}/{rel}", b"new")
+    fs.pipe_file(f"{root}/{publish.marker_rel(key)}", json.dumps(marker).encode())
+    mirror = mirror_dir(remote.url)
+    for rel in marker["outputs"]:
+        (mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / rel).write_bytes(b"old")
+    pull(remote, mirror, {key: marker})
+    assert not (mirror / "processed/s/000.parquet").exists()
+    assert (mirror / "ledger/decisions/s/000.parquet").read_bytes() == b"new"
+    assert copy_held(remote.url, key, marker, ["processed/s/000.parquet"], tmp_path / "task") == \
+        ["processed/s/000.parquet"]
