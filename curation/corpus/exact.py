@@ -23,8 +23,8 @@ Stages, joined by files under `<out>/work/exact/`:
 
 A part task holds 1/partitions of the modality's keys (40 bytes per record and URL); a component task
 about 1/partitions of the repeated-key rows (memory follows the duplicates, as in MinHash clustering),
-and the assembly one shard's duplicates at a time. The same `partitions` (default: one per input shard
-of the modality, at most 1024) sets both.
+and the assembly one shard's duplicates at a time. The same `partitions` (default: one per 16 input shards
+of the modality, at most 1024: `curation.corpus.partition.auto_partitions`) sets both.
 """
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ from curation.corpus.exact_cc import (
 )
 from curation.corpus.partition import (
     INDEX_STRIDE,
+    auto_partitions,
     document,
     range_index,
     range_slice,
@@ -63,7 +64,6 @@ from curation.corpus.partition import (
 )
 from curation.corpus.stream import column_batches
 
-MAX_AUTO_PARTITIONS = 1024
 CC_STAGES = ("exact_scatter", "exact_round", "exact_settle", "exact_resolve")
 
 
@@ -219,7 +219,7 @@ class ExactPhase(CorpusPhase):
             mine = [Node("exact_keys", p.source, p.shard, fingerprint(
                 {"v": CODE_EPOCH, "phase": "exact_keys", "url": exact.url, "process": p.fingerprint,
                  "index": INDEX_STRIDE}), deps=[p.key], spec={"url": exact.url}) for p in process]
-            n_parts = exact.partitions or max(1, min(len(process), MAX_AUTO_PARTITIONS))
+            n_parts = exact.partitions or auto_partitions(len(process))
             listed = Encoded([[n.source, n.shard, n.fingerprint] for n in mine])   # in every part's fingerprint
             key_deps = [n.key for n in mine]   # one list, shared by every part task (each reads every shard)
             mine_parts = [Node("exact_part", None, f"{modality}-{p:04d}", fingerprint(
@@ -245,7 +245,7 @@ class ExactPhase(CorpusPhase):
         exact, n = recipe.dedup.exact, 0
         for modality in dict.fromkeys(s.modality for s in recipe.sources):
             shards = sum(files.get(s.name, 0) for s in recipe.sources if s.modality == modality)
-            parts = exact.partitions or max(1, min(shards, MAX_AUTO_PARTITIONS))
+            parts = exact.partitions or auto_partitions(shards)
             # keys per shard; per partition a hash range, a scatter, CC_ROUNDS rounds and a resolve task;
             # the settle task and the assembly
             n += shards + parts * (CC_ROUNDS + 3) + 2

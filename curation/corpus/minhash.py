@@ -67,6 +67,7 @@ from curation.corpus.minhash_sig import (
     sig_file,
     write_signatures,
 )
+from curation.corpus.partition import auto_partitions
 from curation.corpus.stream import column_batches
 from curation.errors import RecipeError
 from curation.steps.text.minhash import (
@@ -195,9 +196,10 @@ class MinHashPhase(CorpusPhase):
     def plan(self, ctx: PlanContext) -> list[list[Node]]:
         cfg = ctx.loaded.recipe.dedup.minhash
         n_bands, rows = cfg.lsh()
+        process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
+        parts = cfg.partitions or auto_partitions(len(process))
         index = index_shards(ctx.loaded, cfg, n_bands, rows)
         index_fp = [sha256_file(sig_file(Path(root), s, sh)) for root, s, sh in index]
-        process = [n for n in ctx.process if self.covers(ctx.source(n.source))]
         shards = [(n.source, n.shard) for n in process]
         common = {"cfg": cfg.model_dump(mode="json"), "bands": n_bands, "rows": rows, "index": index}
         sig_cfg = {"ngram": cfg.ngram, "seed": cfg.seed, "bands": n_bands, "rows": rows, "language": cfg.language}
@@ -206,16 +208,16 @@ class MinHashPhase(CorpusPhase):
         keys = [fingerprint({"v": CODE_EPOCH, "phase": "signatures", "cfg": sig_cfg, "process": p.fingerprint})
                 for p in process]
         signatures = [Node("signatures", p.source, p.shard, fingerprint(
-            {"keys": k, "layout": LAYOUT, "partitions": cfg.partitions}), deps=[p.key],
-            spec={**common, "partitions": cfg.partitions, "keys": k}) for p, k in zip(process, keys)]
+            {"keys": k, "layout": LAYOUT, "partitions": parts}), deps=[p.key],
+            spec={**common, "partitions": parts, "keys": k}) for p, k in zip(process, keys)]
         # encoded once for every band task's fingerprint (each lists every shard: shards × bands × partitions)
         sigs = Encoded([[n.source, n.shard, k] for n, k in zip(signatures, keys)] + index_fp)
-        band_spec = {**common, "partitions": cfg.partitions, "scope": cfg.scope, "shards": shards}
+        band_spec = {**common, "partitions": parts, "scope": cfg.scope, "shards": shards}
         sig_keys = [n.key for n in signatures]   # one list, shared by every band task (each reads every shard)
         bands = [Node("band", None, f"{b:03d}-{p:03d}", fingerprint(
-            {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": cfg.partitions, "scope": cfg.scope,
+            {"v": CODE_EPOCH, "phase": "band", "band": b, "part": p, "parts": parts, "scope": cfg.scope,
              "sigs": sigs}), deps=sig_keys, spec={**band_spec, "band": b, "part": p})
-                 for b in range(n_bands) for p in range(cfg.partitions)]
+                 for b in range(n_bands) for p in range(parts)]
         stages = [signatures, bands, *self.plan_clusters(cfg, band_spec, bands, signatures, process)]
         return stages
 
@@ -223,8 +225,8 @@ class MinHashPhase(CorpusPhase):
     def plan_clusters(cfg, band_spec: dict, bands: list[Node], signatures: list[Node],
                       process: list[Node]) -> list[list[Node]]:
         """The clustering stages (`curation.corpus.minhash_cc`): scatter, CC_ROUNDS rounds and a settle task
-        over `partitions` hash partitions, one resolve task per global-index range, then `clusters`."""
-        parts = cfg.partitions
+        over the band tasks' hash partitions, one resolve task per global-index range, then `clusters`."""
+        parts = band_spec["partitions"]
         survivor = {} if cfg.keep == "earliest" else {"keep": cfg.keep, "score_field": cfg.score_field}
         fp = lambda what: fingerprint({"v": CODE_EPOCH, **what})  # noqa: E731
         bands_fp = Encoded([n.fingerprint for n in bands])
@@ -255,8 +257,9 @@ class MinHashPhase(CorpusPhase):
 
     def node_count(self, recipe, files: dict[str, int]) -> int:
         cfg = recipe.dedup.minhash   # signatures per shard, bands × partitions, then per partition a scatter,
-        parts = cfg.partitions       # CC_ROUNDS rounds and a resolve, plus the settle and clusters tasks
-        return self.covered_files(recipe, files) + cfg.lsh()[0] * parts + parts * (CC_ROUNDS + 2) + 2
+        shards = self.covered_files(recipe, files)   # CC_ROUNDS rounds and a resolve; the settle and clusters
+        parts = cfg.partitions or auto_partitions(shards)
+        return shards + cfg.lsh()[0] * parts + parts * (CC_ROUNDS + 2) + 2
 
     def runners(self):
         return {"signatures": run_signatures, "band": run_band, "cc_scatter": run_scatter, "cc_round": run_round,

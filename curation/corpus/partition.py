@@ -63,6 +63,18 @@ def sort_keys(entries: np.ndarray) -> np.ndarray:
     return entries[np.lexsort((entries[:, 3], entries[:, 2], entries[:, 1], entries[:, 0]))]
 
 
+SHARDS_PER_PARTITION = 16   # unset `partitions` (exact and MinHash dedup): one per 16 input shards, so what a
+MAX_AUTO_PARTITIONS = 1024  # hash-range or clustering task holds stays about 16 shards' worth as the corpus grows,
+                            # and a task that gathers every partition's part per shard reads partitions × shards
+                            # pieces, not shards² (reports/benchmarks/scale.md, 1M documents)
+
+
+def auto_partitions(shards: int) -> int:
+    """The partitions of an unset `dedup.exact.partitions` or `dedup.minhash.partitions` over `shards` input
+    shards of the sources the phase covers."""
+    return max(1, min(-(-shards // SHARDS_PER_PARTITION), MAX_AUTO_PARTITIONS))
+
+
 INDEX_STRIDE = 64   # rows between two keys of a shard's range index (`range_index`): 2 KB of rows a stride, an index of
                     # 1/256 of the keys' bytes (a part task fetches the index whole and a stride at each end of its range)
 

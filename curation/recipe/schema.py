@@ -189,7 +189,7 @@ class ExactDedup(Strict):
     dropped as re-crawls (`url_duplicate`), the cheap pass before MinHash.
 
     `partitions`: hash ranges the keys are matched in, and partitions of the document–key graph whose
-    components the survivor rule resolves (default: one per input shard of the modality, at most 1024);
+    components the survivor rule resolves (default: one per 16 input shards of the modality, at most 1024);
     each task holds one range, or about 1/partitions of the repeated keys. The result is the same for
     any number (proved by the tests), so it is in no fingerprint."""
     scope: Literal["source", "global"] = "global"
@@ -210,8 +210,11 @@ class MinHashDedup(Strict):
     threshold: float | None = Field(default=None, gt=0, lt=1)
     scope: Literal["source", "global"] = "global"
     seed: int = Field(default=1, ge=0, le=MAX_SEED)
-    # hash partitions per band: each band task holds 1/partitions of one band column (raise for big corpora)
-    partitions: int = Field(default=1, ge=1, le=4096)
+    # hash partitions of the band keys and of the clustering: each band task holds 1/partitions of one band
+    # column, each clustering task about 1/partitions of the edges. Unset: one per 16 input shards of the
+    # sources it covers, at most 1024 (`curation.corpus.partition.auto_partitions`). The result is the same for
+    # any number (tests/corpus/test_minhash_cc.py), so an unset one fingerprints as 1 (`recipe.load`)
+    partitions: int | None = Field(default=None, ge=1, le=4096)
     language: str = "eng"  # picks the word tokenizer for shingles, as datatrove's `language`
     index: list[str] = []  # output folders of earlier runs to deduplicate against (same MinHash settings)
     keep: Literal["earliest", "highest_quality"] = "earliest"
@@ -225,7 +228,7 @@ class MinHashDedup(Strict):
             raise ValueError(f"bands × rows = {self.bands * self.rows} permutations, more than {MAX_PERMUTATIONS} "
                              f"(datatrove uses 14 × 8 = 112)")
         bands = self.lsh()[0]
-        if bands * self.partitions > MAX_PLAN_NODES:   # known before any input is listed
+        if self.partitions is not None and bands * self.partitions > MAX_PLAN_NODES:   # known before any input
             raise ValueError(f"the plan would hold {bands * self.partitions:,} band tasks (bands {bands} × "
                              f"partitions {self.partitions}), more than {MAX_PLAN_NODES:,}; lower bands or partitions")
         return self

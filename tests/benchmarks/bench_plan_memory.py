@@ -1,7 +1,7 @@
 """What the driver holds to plan and schedule a run, by input shards: the plan's nodes (specs, deps) and the
 scheduler's graph, as the shard count grows. A partitioned phase's task reads every shard (a MinHash band
 task, an exact dedup `exact_part` or `exact_resolve` task), so its deps list every shard, and the number of
-such tasks grows with the partitions (exact dedup's default: one per shard, up to 1,024): held naively the
+such tasks grows with the partitions (exact dedup's default then: one per shard, up to 1,024): held naively the
 dependency edges grow as shards × partitions, not as shards.
 
     python tests/benchmarks/bench_plan_memory.py --shards 1000 4000 [--base /tmp/base]

@@ -7,7 +7,7 @@ cost per document. How a phase spreads over a cluster depends on its kind:
     shard     one task per input shard (process, exact keys, signatures, tokenize): b·W core-seconds
               per document on W measured workers, spread over every core; memory: the measured peak
               of one task, times the cores of a node
-    shuffle   tasks per hash range (exact parts: one per shard up to 1024; MinHash bands × partitions):
+    shuffle   tasks per hash range (exact parts: one per 16 shards up to 1024; MinHash bands × partitions):
               compute spread over min(tasks, cores); plus the reads the file layout implies (below),
               at `NODE_IO` bytes/s per node
     single    one task (exact resolution, clustering, merge per source, the driver's ledger, manifests
@@ -106,9 +106,11 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
     tok_per_doc = largest["tokenized_bytes"] / largest["documents"] / 2   # parts + merged file: half each
     edges_per_doc = largest["edges"] / largest["documents"]
     shared_per_doc = largest["exact_shared"] / largest["documents"]
-    band_parts = max(1, math.ceil(docs / 16e6))                           # ≤ 16M keys per band task
+    # MinHash: the recipe sets `partitions` (≤ 16M keys per band task); its default, one per 16 shards up to
+    # 1024, would make 14 × 1024 band tasks each read a slice of every one of 200,000 shards at 1B
+    band_parts = max(1, math.ceil(docs / 16e6))
     shards = docs / 5000
-    exact_parts = min(int(shards), 1024)
+    exact_parts = min(math.ceil(shards / 16), 1024)   # the default (`corpus.partition.auto_partitions`)
     rows, worst, total, driver_gb = [], ("", 0.0), 0.0, 0.0
     for phase, (a, b) in fits.items():
         kind = KIND.get(phase, "single")
@@ -163,8 +165,8 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
             mem, note = f"{shared_per_doc * docs * 24 * 4 / exact_parts / 1e6:,.1f} MB per task", (
                 "the exact phase's partitioned connected components (as MinHash's cc_*): 1/parts of the rows each")
         elif phase in ("cc_scatter", "cc_round", "cc_resolve"):
-            # measured with one partition (the recipe's default); at 1B the recipe sets `partitions` to the
-            # band phase's, so each task holds 1/parts of the edges (reports/benchmarks/cc.md)
+            # at 1B the recipe sets `partitions` (band_parts above), so each task holds 1/parts of the edges
+            # (reports/benchmarks/cc.md); measured at the default, one partition per 16 shards
             edges = edges_per_doc * docs
             reads = edges * 16 * (band_parts if phase == "cc_scatter" else 1)
             secs = b * workers * docs / min(band_parts, total_cores) + reads / (nodes * NODE_IO)

@@ -17,7 +17,7 @@ BOUNDS = [
     "| process task | one row group of records, the reader's buffer (`max_record_bytes`) | nothing |",
     "| exact keys task | one row group of hashes and URLs; the keys it writes (2 × 32 bytes per record) | its shard |",
     "| exact part task | its hash range of every shard's keys (memory-mapped slices): 1/partitions of the "
-    "modality's keys, 40 bytes each while sorted | corpus / partitions (partitions: one per shard up to 1,024) |",
+    "modality's keys, 40 bytes each while sorted | corpus / partitions (partitions: one per 16 shards up to 1,024: flat) |",
     "| exact resolution | per connected component of the document-key graph: a resolve task holds the rows of "
     "its partition's components (1/partitions of the repeated keys, `corpus/exact_cc.py`) and the id columns "
     "it names; the assembly one shard's drop list at a time | the duplicates / partitions |",

@@ -258,3 +258,30 @@ def test_a_round_task_of_an_output_url_fetches_its_own_edges_and_the_proposals_a
 
 def cc_files_base(out: Path) -> Path:
     return minhash_cc.cc_dir(out)
+
+
+def test_unset_partitions_follow_the_corpus_and_fingerprint_as_one(tmp_path):
+    """Unset `partitions`: one per 16 input shards of the covered sources (at most 1024), so what a band or
+    clustering task holds stays about 16 shards' worth as the corpus grows (reports/benchmarks/scale.md: one
+    partition at 1M documents put every component in one resolve task). The result does not depend on it,
+    so the recipe's fingerprint is that of `partitions: 1`, as before the automatic default; a set number is
+    the plan's, and the plan-size estimate counts the same nodes."""
+    from curation.corpus.minhash import auto_partitions
+    from curation.plan.graph import load_plan
+    from curation.plan.size import plan_nodes
+    from tests.conftest import make_recipe, write_jsonl
+
+    assert [auto_partitions(n) for n in (0, 1, 16, 17, 200, 10**6)] == [1, 1, 1, 2, 13, 1024]
+    files = {"web": [write_jsonl(tmp_path / f"w{k:02d}.jsonl", [{"id": f"w{k}", "text": f"text {k}"}])
+                     for k in range(33)]}
+    plans = {}
+    for name, minhash in (("unset", "{}"), ("one", "{partitions: 1}"), ("five", "{partitions: 5}")):
+        folder = tmp_path / name
+        folder.mkdir()
+        plans[name] = load_plan(make_recipe(folder, files, extra=f"dedup: {{exact: null, minhash: {minhash}}}"))
+    for name, parts in (("unset", 3), ("one", 1), ("five", 5)):
+        nodes = plans[name].nodes()
+        assert sum(n.phase == "cc_resolve" for n in nodes) == parts
+        assert sum(n.phase == "band" for n in nodes) == 14 * parts
+        assert sum(plan_nodes(plans[name].recipe.recipe, {"web": 33}).values()) == len(nodes)
+    assert plans["unset"].recipe.fingerprint == plans["one"].recipe.fingerprint != plans["five"].recipe.fingerprint

@@ -32,18 +32,24 @@ def test_every_read_is_a_dep():
     assert {n.key for n in by_phase["decont"] + by_phase["decont_index"]} | process <= set(resolve.deps)
 
 
-def test_sibling_tasks_that_read_every_shard_share_one_deps_list():
+def test_sibling_tasks_that_read_every_shard_share_one_deps_list(tmp_path):
     """A partitioned phase's tasks each list every shard: one list object for all of them (and one key string
     per node, one settings dict per source), so the plan holds shards + tasks, not shards × partitions
     (tests/benchmarks/bench_plan_memory.py: 2.6 GB -> 76 MB at 8,000 shards)."""
-    plan = load_plan(TEXT_DEMO)
+    (tmp_path / "recipes").mkdir()   # the demo in several partitions (its 8 shards are one by default)
+    for d in ("recipes/demo", "recipes/classifiers", "tokenizers"):
+        (tmp_path / d).symlink_to(TEXT_DEMO.parent.parent / d)
+    recipe = tmp_path / "recipes" / "text.yaml"
+    recipe.write_text(TEXT_DEMO.read_text().replace("minhash: {", "minhash: {partitions: 3, ")
+                      .replace("exact: {scope: global,", "exact: {partitions: 4, scope: global,"))
+    plan = load_plan(recipe)
     by_phase: dict[str, list] = {}
     for n in plan.nodes():
         by_phase.setdefault(n.phase, []).append(n)
     for phase in ("band", "cc_scatter", "cc_resolve", "exact_part", "exact_scatter", "exact_resolve"):
         nodes = by_phase[phase]
         assert all(n.deps is nodes[0].deps for n in nodes), phase
-    assert len(by_phase["band"]) > 1 and len(by_phase["exact_part"]) > 1   # (the demo's MinHash has 1 partition)
+    assert len(by_phase["cc_resolve"]) == 3 and len(by_phase["exact_part"]) == 4
     signatures = {n.key: n for n in by_phase["signatures"]}
     assert all(signatures[k].key is k for k in by_phase["band"][0].deps)   # the node's own key string
     for source in {n.source for n in by_phase["process"]}:

@@ -71,7 +71,7 @@ def test_mixture_only_changes_recompute_nothing(tmp_path):
     edited["stages"][1]["goldfish"] = {"k": 40, "h": 30}
     edited["ablation"]["steps"] = 10
     after = nodes(edited, tmp_path)
-    assert len(before) == 116 and changed(before, after) == set()
+    assert len(before) == 81 and changed(before, after) == set()
 
 
 def test_a_tokenize_setting_of_one_source_reaches_no_other_source(tmp_path):

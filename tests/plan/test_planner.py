@@ -23,10 +23,10 @@ def test_the_demo_runs_the_phase_table_in_order():
                                              "cc_resolve", "clusters", "decont_index", "decont", "decont_resolve", "select_scores",
                                              "select_resolve", "tokenize", "merge"]
     assert [p.name for p, _ in plan.phases] == ["exact", "minhash", "decont", "select"]
-    # 8 shards: exact dedup has keys per shard and 8 partitions (one per shard, at most 1024), each a hash range,
-    # a scatter, 2 rounds and a resolve task, then the settle and the assembly; MinHash clustering has one
-    # partition: a scatter, 2 rounds, the settle, one resolve and the clusters task
-    assert len(plan.nodes()) == 116 and len({n.key for n in plan.nodes()}) == 116
+    # 8 shards: exact dedup has keys per shard and one partition (one per 16 shards, at most 1024): a hash
+    # range, a scatter, 2 rounds and a resolve task, then the settle and the assembly; MinHash clustering has one
+    # partition too: 14 band tasks, a scatter, 2 rounds, the settle, one resolve and the clusters task
+    assert len(plan.nodes()) == 81 and len({n.key for n in plan.nodes()}) == 81
 
 
 def test_every_dependency_is_a_node_of_an_earlier_stage():
@@ -89,11 +89,10 @@ def test_adding_a_source_re_tokenizes_no_shard_whose_drop_lists_did_not_change(t
     after = json.loads(marker.read_text())
     assert after["fingerprint"] != before["fingerprint"] and after["digest"] == before["digest"]
     ran = second.executed
-    # process b, exact keys of b and 2 partitions (a and b: one per shard), each a hash range, a scatter, 2
-    # rounds and a resolve, then the settle and exact/text; signatures b, 14 bands, MinHash's partitioned
-    # components (1 scatter, 2 rounds, settle, 1 resolve), clusters, tokenize b, merge b: never tokenize a
-    # or merge a
-    assert ran == 1 + 1 + 2 * 5 + 1 + 1 + 1 + 14 + 5 + 1 + 1 + 1, ran
+    # process b, exact keys of b and its one partition (one per 16 shards): a hash range, a scatter, 2 rounds
+    # and a resolve, then the settle and exact/text; signatures b, 14 bands, MinHash's partitioned components
+    # (1 scatter, 2 rounds, settle, 1 resolve), clusters, tokenize b, merge b: never tokenize a or merge a
+    assert ran == 1 + 1 + 5 + 1 + 1 + 1 + 14 + 5 + 1 + 1 + 1, ran
     assert (out / "tokenized" / "a" / "a.bin").read_bytes() == (tmp_path / "a.bin").read_bytes()
     assert first.rows["tokens"][0] == dict(second.rows["tokens"][0], run=first.rows["tokens"][0]["run"])
 

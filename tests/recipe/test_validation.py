@@ -167,11 +167,12 @@ def test_plan_size_counts_input_files(tmp_path, monkeypatch):
     for i in range(6):
         write_jsonl(tmp_path / "in" / f"{i}.jsonl", [{"id": "1", "text": "x"}])
     p = _recipe(tmp_path, _source().replace("[a.jsonl]", "[in/*.jsonl]"))
-    # exact dedup: keys per file; a partition per file (at most 1024): a hash range, a scatter, 2 rounds and a
-    # resolve task each; the settle and the assembly
-    assert plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1, "exact": 38}
+    # exact dedup: keys per file; a partition per 16 files (at most 1024): a hash range, a scatter, 2 rounds
+    # and a resolve task each; the settle and the assembly
+    assert plan_nodes(load_recipe(p).recipe, {"a": 6}) == {"process": 6, "tokenize": 6, "merge": 1, "exact": 13}
+    assert plan_nodes(load_recipe(p).recipe, {"a": 40})["exact"] == 40 + 3 * 5 + 2
     monkeypatch.setattr(limits, "MAX_PLAN_NODES", 12)
-    with pytest.raises(RecipeError, match=r"the plan would hold 51 tasks \(exact 38, process 6, tokenize 6\)"):
+    with pytest.raises(RecipeError, match=r"the plan would hold 26 tasks \(exact 13, process 6, tokenize 6\)"):
         load_plan(p)
 
 
