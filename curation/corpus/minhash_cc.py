@@ -218,6 +218,7 @@ def run_clusters(out: Path, node: Node, phase) -> dict:
     n_index = len(spec["index"])
     base = work_dir(out, "minhash")
     indexes = [json.loads(_resolve_paths(out, q)[2].read_text()) for q in range(parts)]
+    groups = [{e: g for g, e in enumerate(ix["shards"])} for ix in indexes]   # per part: shard -> its row group
     files = [pq.ParquetFile(_resolve_paths(out, q)[0]) for q in range(parts)]
     n_dups = n_clusters = 0
     drops = []
@@ -226,8 +227,7 @@ def run_clusters(out: Path, node: Node, phase) -> dict:
     with pq.ParquetWriter(tmp, DUPLICATES, compression="zstd") as w:
         for number, shard in enumerate(shards):
             e = n_index + number
-            pieces = [files[q].read_row_group(indexes[q]["shards"].index(e))
-                      for q in range(parts) if e in indexes[q]["shards"]]
+            pieces = [files[q].read_row_group(groups[q][e]) for q in range(parts) if e in groups[q]]
             table = pa.concat_tables(pieces) if pieces else DUP_PART.empty_table()
             table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
             rows = table.drop_columns(["node"]).to_pylist()
