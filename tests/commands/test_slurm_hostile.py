@@ -42,12 +42,27 @@ with open(os.environ["STANDIN_LOG"], "a") as f:
 """
 PRINTS = {"hostname": 'print("127.0.0.1")', "scontrol": 'print("node-a\\nnode-b")',
           "sbatch": 'print("Submitted batch job 4242")'}
+# The join check (`python - NODES GPUS TIMEOUT`) waits, as the real one does, until every node's `ray start`
+# has run: here, until the head's and each srun's stand-in has logged (else the EXIT trap can kill a
+# backgrounded stand-in before it writes, on a loaded machine).
+JOIN_CHECK = """
+if sys.argv[1:2] == ["-"]:
+    import time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(os.environ["STANDIN_LOG"]) as f:
+            started = sum(line.startswith(('["ray"', '["srun"')) for line in f)   # a line being written: no match
+        if started >= int(sys.argv[2]):
+            break
+        time.sleep(0.05)
+"""
 
 
 def _stand_ins(folder: Path) -> Path:
     folder.mkdir()
     for name in ("sbatch", "srun", "scontrol", "ray", "hostname", "python", "curate"):
-        (folder / name).write_text(LOGGER.format(python=sys.executable, tail=PRINTS.get(name, "")))
+        tail = JOIN_CHECK if name == "python" else PRINTS.get(name, "")
+        (folder / name).write_text(LOGGER.format(python=sys.executable, tail=tail))
         (folder / name).chmod(0o755)
     return folder
 
