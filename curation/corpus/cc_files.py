@@ -11,6 +11,12 @@ A round task reads every partition's previous round (memory-mapped) and its own 
 any further rounds, one partition at a time, until one changes nothing (`MAX_ROUNDS` in all). On an output
 URL a round task fetches only what it reads (`round_reads`): every partition's previous state, the rows of
 their proposals addressed to it, and its own edges.
+
+A resolve task writes its partition's duplicates sorted by shard (`write_resolved`), in row groups of
+`RESOLVED_GROUP_ROWS`, and the assembly task reads every partition's file as a stream, a shard at a time
+(`ShardRuns`). A row group per shard made each file's footer grow with the shards (partitions × shards footers
+of about 3 KB, all held at once by the assembly: 8 MB at a million documents, hundreds of GB at a billion);
+now it grows with the rows, and the assembly holds a row group and a batch per partition.
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_json, npy_row_pieces, save_array
 from curation.core.node import Node
@@ -37,6 +45,59 @@ from curation.core.partitioned_graph import (
 def state_path(base: Path, r: int, q: int, kind: str = "") -> Path:
     """Round r of partition q: `` (2, n) nodes and labels, `.out` proposals, `.off` their offsets, `.json`."""
     return base / f"r{r:03d}" / (f"{q:03d}{kind}" if kind == ".json" else f"{q:03d}{kind}.npy")
+
+
+# Rows per row group of a resolve part, and per batch the assembly reads from each part: the assembly holds a
+# row group's compressed columns and one batch per partition (1,024 partitions: about 150 MB)
+RESOLVED_GROUP_ROWS, RESOLVED_BATCH_ROWS = 4_096, 1_024
+
+
+def write_resolved(path: Path, table: pa.Table) -> None:
+    """A resolve task's duplicates (sorted by shard, then by document) as Parquet in row groups of
+    `RESOLVED_GROUP_ROWS`, written whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, row_group_size=RESOLVED_GROUP_ROWS, compression="zstd")
+    tmp.replace(path)
+
+
+class ShardRuns:
+    """The rows of a resolve part (`write_resolved`, or a file of one row group per shard from earlier
+    versions: both are sorted by shard), handed out one shard at a time: `take(number)` for ascending shard
+    numbers, with one batch of the file in memory. `shard_of(table)` gives the shard number of each row."""
+
+    def __init__(self, path: Path, shard_of: Callable[[pa.Table], np.ndarray]):
+        self.path = path
+        self._batches = pq.ParquetFile(path).iter_batches(batch_size=RESOLVED_BATCH_ROWS)
+        self._shard_of = shard_of
+        self._table: pa.Table | None = None
+        self._numbers = np.zeros(0, np.int64)
+        self._taken = -1
+
+    def take(self, number: int) -> list[pa.Table]:
+        """The rows of shard `number` (in the file's order), as pieces; `number` must grow from call to call."""
+        if number <= self._taken:
+            raise ValueError(f"shard {number} asked for after shard {self._taken}: ask in ascending order")
+        self._taken, pieces = number, []
+        while True:
+            if self._table is None:
+                batch = next(self._batches, None)
+                if batch is None:
+                    return pieces
+                self._table = pa.Table.from_batches([batch])
+                self._numbers = np.asarray(self._shard_of(self._table), np.int64)
+                if self._numbers.size and np.any(np.diff(self._numbers) < 0):
+                    raise ValueError(f"{self.path} is not sorted by shard; re-run `curate run --force`")
+            lo, hi = np.searchsorted(self._numbers, [number, number + 1])
+            if lo:   # rows of a shard before `number` that were never asked for
+                raise ValueError(f"{self.path} holds rows of shard {int(self._numbers[0])} after shard {number} "
+                                 f"was asked for: it is not sorted by shard; re-run `curate run --force`")
+            if hi > lo:
+                pieces.append(self._table.slice(lo, hi - lo))
+            if hi < self._table.num_rows:
+                self._table, self._numbers = self._table.slice(hi), self._numbers[hi:]
+                return pieces
+            self._table = None
 
 
 def edges_file(base: Path, q: int) -> Path:

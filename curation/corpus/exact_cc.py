@@ -23,7 +23,6 @@ component's smallest node, its label, is a key.
 from __future__ import annotations
 
 import json
-from itertools import groupby
 from pathlib import Path
 
 import numpy as np
@@ -171,19 +170,16 @@ def run_resolve(out: Path, node: Node) -> dict:
         source, shard = shards[number]
         return pq.read_table(processed_path(out, source, shard), columns=["id"]).column("id").take(at).to_pylist()
 
-    found = duplicate_rows(dups, shards, ids)
+    found = duplicate_rows(dups, shards, ids)   # in canonical order: by shard, then by document
     path, index = _resolve_paths(out, modality, q)
-    numbers = []   # one row group per shard, in canonical order (`resolve` gives the rows by document)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with pq.ParquetWriter(tmp, DUPS, compression="zstd") as w:
-        for number, group in groupby(found, key=lambda r: r["node"] >> ROW_BITS):
-            numbers.append(number)
-            w.write_table(pa.Table.from_pylist(list(group), schema=DUPS))
-    tmp.replace(path)
-    atomic_write_json(index, {"shards": numbers, "rows": int(rows.shape[0]), "duplicates": len(found)})
+    cc_files.write_resolved(path, pa.Table.from_pylist(found, schema=DUPS))
+    atomic_write_json(index, {"rows": int(rows.shape[0]), "duplicates": len(found)})
     return {"rows": int(rows.shape[0]), "duplicates": len(found),
             "outputs": [str(p.relative_to(out)) for p in (path, index)]}
+
+
+def _shard_numbers(table: pa.Table) -> np.ndarray:
+    return table.column("node").to_numpy() >> ROW_BITS
 
 
 def run_assemble(out: Path, node: Node, phase) -> dict:
@@ -192,12 +188,10 @@ def run_assemble(out: Path, node: Node, phase) -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
     parts, modality = spec["partitions"], spec["modality"]
-    groups = [{number: g for g, number in enumerate(json.loads(_resolve_paths(out, modality, q)[1].read_text())["shards"])}
-              for q in range(parts)]   # per part: shard number -> its row group
-    files = [pq.ParquetFile(_resolve_paths(out, modality, q)[0]) for q in range(parts)]
+    runs = [cc_files.ShardRuns(_resolve_paths(out, modality, q)[0], _shard_numbers) for q in range(parts)]
     outputs, n = [], 0
     for number, shard in enumerate(shards):
-        pieces = [files[q].read_row_group(groups[q][number]) for q in range(parts) if number in groups[q]]
+        pieces = [piece for r in runs for piece in r.take(number)]
         table = pa.concat_tables(pieces) if pieces else DUPS.empty_table()
         table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
         rows = table.to_pylist()

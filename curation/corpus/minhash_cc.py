@@ -17,7 +17,7 @@ algorithm and why it is exact: `curation.core.partitioned_graph`; its rounds as 
                      their ids and scores                                         → cc/resolve/q.dups.parquet, q.clusters.parquet
     clusters         the parts in order: duplicates.parquet (shard by shard, in
                      canonical order), clusters.parquet (by component minimum),
-                     params.json and the drop lists; the same files as when one
+                     params.json and the drop lists; the same rows as when one
                      task clustered every edge                                    → duplicates.parquet, clusters.parquet, ...
 
 Survivor rules (`dedup.minhash.keep`, unchanged): `earliest` keeps the component's minimum (earliest source,
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_json, atomic_write_parquet
@@ -193,17 +194,10 @@ def run_resolve(out: Path, node: Node) -> dict:
     dup_rows, cluster_rows = resolve_part(nodes[order], roots[order], entries, len(spec["index"]), offsets,
                                           spec["cfg"])
     dups, clusters, index = _resolve_paths(out, q)
-    # one row group per shard (canonical order), so `clusters` reads one shard's duplicates at a time
-    owner = np.searchsorted(offsets, np.array([r["node"] for r in dup_rows], np.int64), side="right") - 1
-    groups = [int(e) for e in np.unique(owner)]
-    dups.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dups.with_name(dups.name + ".tmp")
-    with pq.ParquetWriter(tmp, DUP_PART, compression="zstd") as w:
-        for e in groups:
-            w.write_table(pa.Table.from_pylist([r for r, o in zip(dup_rows, owner.tolist()) if o == e], schema=DUP_PART))
-    tmp.replace(dups)
+    # the rows by document, so by shard: `clusters` reads one shard's duplicates at a time (`cc_files.ShardRuns`)
+    cc_files.write_resolved(dups, pa.Table.from_pylist(dup_rows, schema=DUP_PART))
     atomic_write_parquet(clusters, pa.Table.from_pylist(cluster_rows, schema=CLUSTER_SCHEMA))
-    atomic_write_json(index, {"shards": groups, "duplicates": len(dup_rows), "clusters": len(cluster_rows),
+    atomic_write_json(index, {"duplicates": len(dup_rows), "clusters": len(cluster_rows),
                               "band_edges": settled["band_edges"], "indexed": int(offsets[len(spec["index"])])})
     return {"duplicates": len(dup_rows), "clusters": len(cluster_rows),
             "outputs": [str(p.relative_to(out)) for p in (dups, clusters, index)]}
@@ -215,26 +209,37 @@ def run_clusters(out: Path, node: Node, phase) -> dict:
     spec = node.spec
     parts = spec["partitions"]
     shards = [tuple(s) for s in spec["shards"]]
-    n_index = len(spec["index"])
     base = work_dir(out, "minhash")
     indexes = [json.loads(_resolve_paths(out, q)[2].read_text()) for q in range(parts)]
-    groups = [{e: g for g, e in enumerate(ix["shards"])} for ix in indexes]   # per part: shard -> its row group
-    files = [pq.ParquetFile(_resolve_paths(out, q)[0]) for q in range(parts)]
+    numbers = pa.array([f"{source}\0{shard}" for source, shard in shards])
+
+    def shard_numbers(table: pa.Table) -> np.ndarray:   # a row's shard, by its (source, shard) names
+        found = pc.index_in(pc.binary_join_element_wise(table.column("source"), table.column("shard"), "\0"),
+                            value_set=numbers)
+        if found.null_count:
+            raise ValueError("a MinHash resolve part names a shard this run does not have; re-run `curate run --force`")
+        return found.to_numpy(zero_copy_only=False)
+
+    runs = [cc_files.ShardRuns(_resolve_paths(out, q)[0], shard_numbers) for q in range(parts)]
     n_dups = n_clusters = 0
     drops = []
     base.mkdir(parents=True, exist_ok=True)
     tmp = base / "duplicates.parquet.tmp"
+    pending: list[pa.Table] = []   # row groups of `RESOLVED_GROUP_ROWS`, not one per shard (its footer)
     with pq.ParquetWriter(tmp, DUPLICATES, compression="zstd") as w:
         for number, shard in enumerate(shards):
-            e = n_index + number
-            pieces = [files[q].read_row_group(groups[q][e]) for q in range(parts) if e in groups[q]]
+            pieces = [piece for r in runs for piece in r.take(number)]
             table = pa.concat_tables(pieces) if pieces else DUP_PART.empty_table()
             table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
             rows = table.drop_columns(["node"]).to_pylist()
-            w.write_table(pa.Table.from_pylist(rows, schema=DUPLICATES))
+            pending.append(pa.Table.from_pylist(rows, schema=DUPLICATES))
+            if sum(t.num_rows for t in pending) >= cc_files.RESOLVED_GROUP_ROWS:
+                w.write_table(pa.concat_tables(pending))
+                pending = []
             drops += phase.write_drops(out, [shard], [r | {"reason": "near_duplicate", "detail": r["cluster"]}
                                                       for r in rows])
             n_dups += len(rows)
+        w.write_table(pa.concat_tables(pending) if pending else DUPLICATES.empty_table())
     tmp.replace(base / "duplicates.parquet")
     tmp = base / "clusters.parquet.tmp"
     with pq.ParquetWriter(tmp, CLUSTER_SCHEMA, compression="zstd") as w:

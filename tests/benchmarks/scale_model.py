@@ -159,10 +159,9 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                 f"{repeated / 1e6:,.0f}M key entries repeat; resolved per connected component of the document-key "
                 f"graph ({exact_parts} partitions: exact_scatter, rounds, exact_resolve, each ~1/parts of the rows; "
                 "reports/benchmarks/cc.md), then one task writes the drop lists shard by shard (time linear in the "
-                "duplicates; it opens every resolve part, each with a Parquet row group per shard: "
-                f"{exact_parts:,} × {shards:,.0f} footers of about 3 KB, {exact_parts * shards * 3e3 / 1e9:,.1f} GB, "
-                "so it must become one task per block of shards). Hours: fitted on runs where one task resolved "
-                "everything")
+                "duplicates, in one process; it streams every resolve part, holding a row group of 4,096 rows and "
+                f"a batch of 1,024 of each: about {exact_parts * 0.15:,.0f} MB for {exact_parts:,} parts, "
+                "`corpus/cc_files.ShardRuns`). Hours: fitted on runs where one task resolved everything")
         elif phase in ("exact_scatter", "exact_round", "exact_resolve", "exact_settle"):
             secs = b * workers * docs / min(exact_parts, total_cores)
             mem, note = f"{shared_per_doc * docs * 24 * 4 / exact_parts / 1e6:,.1f} MB per task", (
@@ -192,8 +191,8 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
             mem, note = f"{_worker_peak(runs, phase):,.0f} MB (one task, streams the parts)", (
                 f"one task concatenates the resolved parts ({edges_per_doc * docs / 1e6:,.0f}M edges' clusters) into "
                 "duplicates.parquet and the drop lists, shard by shard: its time is linear in the near duplicates in "
-                f"one process, and it opens every resolve part ({band_parts} × {shards:,.0f} row-group footers of about "
-                f"3 KB: {band_parts * shards * 3e3 / 1e9:,.1f} GB); one task per block of shards would remove both")
+                f"one process (one task per block of shards would spread it); it streams the {band_parts} resolve "
+                "parts, a row group and a batch of each (`corpus/cc_files.ShardRuns`)")
         elif phase == "merge":
             secs = b * docs   # measured: one stream copying on this machine
             mem, note = "< 0.1 GB (streams)", (

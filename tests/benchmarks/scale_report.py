@@ -20,14 +20,15 @@ BOUNDS = [
     "modality's keys, 40 bytes each while sorted | corpus / partitions (partitions: one per 16 shards up to 1,024: flat) |",
     "| exact resolution | per connected component of the document-key graph: a resolve task holds the rows of "
     "its partition's components (1/partitions of the repeated keys, `corpus/exact_cc.py`) and the id columns "
-    "it names; the assembly one shard's drop list at a time, and the row-group footers of every resolve part "
-    "(about 3 KB per partition × shard) | the duplicates / partitions; the assembly partitions × shards |",
+    "it names; the assembly one shard's drop list at a time, streaming every resolve part (a row group of 4,096 "
+    "rows and a batch of 1,024 of each, `corpus/cc_files.ShardRuns`) | the duplicates / partitions; the assembly "
+    "partitions |",
     "| signatures task | one row group of text; its band keys (8 bytes × 14 per document) | its shard |",
     "| band task | 1/partitions of one band column (16 bytes per key, ×3 while sorted), read as one `pread` "
     "slice of each shard's band-major file | corpus / partitions |",
     "| MinHash clustering | a resolve task whole components of its range (nodes only); the `clusters` "
-    "assembly one shard's duplicates at a time and every resolve part's row-group footers | the near "
-    "duplicates / partitions; the assembly partitions × shards |",
+    "assembly one shard's duplicates at a time, streaming every resolve part (a row group and a batch of each) "
+    "| the near duplicates / partitions; the assembly partitions |",
     "| decontamination task | one row group of text and n-gram hashes, one index shard, its flags | its shard |",
     "| decontamination resolution | one shard's flags, the 400 samples the review page shows, counts per "
     "source and benchmark | one shard |",

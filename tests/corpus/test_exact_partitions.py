@@ -101,6 +101,10 @@ def test_the_phase_tasks_write_the_sequential_rules_drop_lists(tmp_path, parts):
         mine = [(r["id"], r["reason"], r["detail"]) for r in want if (r["source"], r["shard"]) == (s, sh)]
         got = read_drops(drops_path(tmp_path, "exact", s, sh))
         assert list(got.items()) == [(i, (r, d)) for i, r, d in mine]
+    # a resolve part's row groups follow its rows, not the shards (`cc_files.write_resolved`)
+    from curation.corpus.exact_cc import _resolve_paths
+    files = [pq.ParquetFile(_resolve_paths(tmp_path, "text", q)[0]) for q in range(parts)]
+    assert sum(f.metadata.num_rows for f in files) == len(want) and all(f.num_row_groups <= 1 for f in files)
 
 
 def test_the_partition_setting_plans_ranges_and_moves_no_fingerprint_of_the_result(tmp_path):

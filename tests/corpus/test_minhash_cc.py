@@ -139,6 +139,9 @@ def test_partitioned_clustering_writes_what_one_task_wrote(tmp_path, kind, keep,
     assert final["outputs"][:3] == ["work/minhash/duplicates.parquet", "work/minhash/clusters.parquet",
                                     "work/minhash/params.json"]
     assert final["outputs"][3:] == [str(drops_path(tmp_path, "minhash", *s).relative_to(tmp_path)) for s in SHARDS]
+    # a resolve part's row groups follow its rows, not the shards (`cc_files.write_resolved`)
+    from curation.corpus.minhash_cc import _resolve_paths
+    assert all(pq.ParquetFile(_resolve_paths(tmp_path, q)[0]).num_row_groups <= 1 for q in range(parts))
 
 
 def test_no_partition_task_holds_more_than_about_one_part_of_the_edges(tmp_path):
