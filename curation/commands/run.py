@@ -148,19 +148,17 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
                            retries=retries) as ex:
         done = execute(plan, str(out) if remote else out, ex, barriers=barriers)
         ranks = codec_ranks(ex, plan)
+        if not remote:   # the tasks write this folder: the finish hands them its independent pieces too
+            _tidy(local, done, replaced, progress)
+            result = _finish(plan, done, local, started_at, progress, root=None, ranks=ranks, key=key, tasks=ex.map)
     if remote:
         mirror.pull(remote, local, done.markers)
-    if replaced:   # --force onto another recipe's output: its trainings' write-backs go with it
-        (ledger_dir(local) / "consumed.parquet").unlink(missing_ok=True)
-    remove_stale(local, done.markers, progress)
-    try:
-        result = _finish(plan, done, local, started_at, progress, root=out if remote else None, ranks=ranks,
-                         key=key)
-    except RunFailed:
-        if remote:   # its ledger and report (no manifest) are published too
+        _tidy(local, done, replaced, progress)
+        try:
+            result = _finish(plan, done, local, started_at, progress, root=out, ranks=ranks, key=key)
+        except RunFailed:   # its ledger and report (no manifest) are published too
             mirror.push(remote, local, done.markers)
-        raise
-    if remote:
+            raise
         counts = mirror.push(remote, local, done.markers)
         if progress:
             print(f"published to {out}: {counts['uploaded']} file(s) uploaded, {counts['removed']} removed, "
@@ -169,6 +167,13 @@ def _run(recipe_path, out: Path | str, local: Path, early, lock, replaced: bool,
         result.manifests = [f"{out}/manifests/{Path(m).name}" for m in result.manifests]
     result.executor = chosen
     return result
+
+
+def _tidy(local: Path, done, replaced: bool, progress: bool) -> None:
+    """Between the tasks and the finish: what no task of this run wrote goes."""
+    if replaced:   # --force onto another recipe's output: its trainings' write-backs go with it
+        (ledger_dir(local) / "consumed.parquet").unlink(missing_ok=True)
+    remove_stale(local, done.markers, progress)
 
 
 def codec_ranks(executor, plan: Plan) -> int:
@@ -181,8 +186,9 @@ def codec_ranks(executor, plan: Plan) -> int:
 
 
 def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks: int = 1,
-            key=None) -> RunResult:
-    """Ledger, manifests and report from the tasks' markers (`out`: a local folder)."""
+            key=None, tasks=None) -> RunResult:
+    """Ledger, manifests and report from the tasks' markers (`out`: a local folder). `tasks`: the executor's
+    `map`, when its tasks write `out` (`mixture.manifests.stage_handoffs`)."""
     write_worklist(plan.recipe, out)   # flagged captions to regenerate, also when the run fails its checks
     rows = build_rows(plan, done.markers, out, started_at=started_at, finished_at=utc_now(), ranks=ranks)
     if progress and rows.get("rank_plan"):
@@ -204,7 +210,7 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
         raise RunFailed(f"{len(failures)} source(s) failed the run's checks (report: {report}):\n  "
                         + "\n  ".join(failures))
     # plans and Megatron hand-offs first: what Megatron will draw goes into the ledger, which the manifests seal
-    staged = stage_handoffs(plan, stage_plans, rows, out, root, markers=done.markers)
+    staged = stage_handoffs(plan, stage_plans, rows, out, root, markers=done.markers, tasks=tasks)
     more = handoff_rows(staged, plan.recipe.fingerprint)
     rows["handoff"] = more["handoff"]
     rows["mixture_flags"] = [*rows["mixture_flags"], *more["mixture_flags"]]

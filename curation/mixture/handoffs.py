@@ -29,7 +29,7 @@ class Megatron:
 
     def write(self, st: StageInput) -> dict:
         return write_handoff(st.out, st.mdir, st.stage, st.seq_length, st.sources, st.packing, st.vocab, st.root,
-                             mode=st.mode, stage_fp=st.stage_fp)
+                             mode=st.mode, stage_fp=st.stage_fp, max_tokens=st.max_prefix_tokens, tasks=st.tasks)
 
     def leaves(self, section: dict) -> list[str]:
         return [f"{f['path']}:{f['sha256']}" for f in

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from curation.mixture.sampling import plan_seed, sample_counts, save_counts
 from curation.mixture.sequences import stage_sequences
 from curation.mixture.variants import shard_variant
 from curation.plan.graph import Plan
+from curation.recipe.output import max_handoff_tokens
 from curation.shards.formats import StageInput
 from curation.shards.indexed import has_tokens
 from curation.shards.shardset import ShardSet
@@ -191,11 +193,13 @@ def trainers(recipe, stage) -> list[str]:
 
 
 def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Path,
-                   root: Path | str | None = None, markers: dict | None = None) -> list[dict]:
+                   root: Path | str | None = None, markers: dict | None = None,
+                   tasks: Callable | None = None) -> list[dict]:
     """Per training stage, its sources, sampling plans and Megatron hand-off, written to disk; the manifests
     follow once the ledger holds the hand-off's rows (`handoff_rows`, `write_manifests`). `root`: where the
     hand-off's files name the output, when it is published elsewhere. `markers`: the run's task markers (the
-    merge tasks' sha256 and counts of every shard; without them the shards are read again here)."""
+    merge tasks' sha256 and counts of every shard; without them the shards are read again here). `tasks`: the
+    executor's `map`, which writes the prefixes of a packed hand-off of several (`StageInput.tasks`)."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
     mdir.mkdir(parents=True, exist_ok=True)   # paths below are relative to it (`../tokenized/...`)
@@ -214,7 +218,7 @@ def stage_handoffs(plan: Plan, stage_plans: list[StagePlan], rows: dict, out: Pa
         sections = write_stage(trainers(r, stage), StageInput(
             out, mdir, stage.name, stage.seq_length, sources, packing, vocabulary, root or out, stage_fp,
             handoff_mode(r, stage), partial(stage_sequences, mdir, sources, stage_fp, stage.seq_length,
-                                            packing=packing)))
+                                            packing=packing), max_handoff_tokens(r), tasks))
         megatron = sections.pop(ALWAYS)
         flags = [{"stage": stage.name, "source": d["name"], "kind": "not_drawable",
                   "message": f"{d['name']}: {d['tokens']:,} planned tokens, {d['reason']}: Megatron-LM will not draw "

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +40,9 @@ import numpy as np
 from curation.core.atomic import atomic_write_bytes
 from curation.core.hashing import sha256_file
 from curation.core.layout import megatron_dir
-from curation.mixture.megatron_packed import chunk_sizes, write_packed
+from curation.mixture.megatron_packed import MAX_DOCUMENT_TOKENS, chunk_sizes, prefix_names, write_chunk, write_packed
 from curation.mixture.sampling import read_plan
-from curation.mixture.sequences import planned, stage_sequences
+from curation.mixture.sequences import chunk_plans, chunk_sequences, planned, stage_sequences
 from curation.shards.formats import text_digest
 from curation.shards.indexed import PART, index_parts
 from curation.shards.shardset import ShardSet
@@ -128,20 +129,50 @@ def _source_prefixes(hdir: Path, mdir: Path, s: dict, seq_length: int) -> list[d
     return written
 
 
-def packed_sizes(sources: list[dict], packing: np.ndarray | None, seq_length: int) -> list[int]:
-    """Sequences per packed prefix: the long-context bins, or the plan's tokens in sequences of `seq_length`."""
+def packed_sizes(sources: list[dict], packing: np.ndarray | None, seq_length: int,
+                 max_tokens: int | None = None) -> list[int]:
+    """Sequences per packed prefix: the long-context bins, or the plan's tokens in sequences of `seq_length`;
+    prefixes of at most `max_tokens` (`shards.max_handoff_bytes` / 4; at least one sequence each, at most
+    megatron-core's int32 document length)."""
     if packing is not None:
         total = int(packing[:, 2].max()) + 1 if len(packing) else 0
     else:
         total = -(-sum(sources[i]["plan"]["tokens"] for i in planned(sources)) // seq_length)
-    return chunk_sizes(total, seq_length)
+    return chunk_sizes(total, seq_length, prefix_limit(seq_length, max_tokens))
+
+
+def prefix_limit(seq_length: int, max_tokens: int | None) -> int:
+    """The most tokens of one packed prefix: `max_tokens`, at least one sequence and its extra token, at most
+    megatron-core's int32 document length (also the default)."""
+    return MAX_DOCUMENT_TOKENS if max_tokens is None else max(seq_length + 1, min(max_tokens, MAX_DOCUMENT_TOKENS))
+
+
+def packed_prefix(hdir: Path, mdir: Path, sources: list[dict], seq_length: int, pad: int, name: str, size: int,
+                  last: bool, plan: dict) -> dict:
+    """A task: one packed prefix of a stage, from its `chunk_plans` entry (what it reads of the plan)."""
+    return write_chunk(hdir, name, chunk_sequences(mdir, sources, seq_length, pad, plan), size, seq_length, pad, last)
 
 
 def _packed_prefixes(hdir: Path, mdir: Path, sources: list[dict], stage_fp: str, packing: np.ndarray | None,
-                     seq_length: int, pad: int) -> tuple[list[dict], dict[int, int]]:
-    sizes = packed_sizes(sources, packing, seq_length)
-    seqs = stage_sequences(mdir, sources, stage_fp, seq_length, pad, packing)
-    written, held = write_packed(hdir, seqs, sizes, seq_length, pad)
+                     seq_length: int, pad: int, max_tokens: int | None = None,
+                     tasks: Callable | None = None) -> tuple[list[dict], dict[int, int]]:
+    sizes = packed_sizes(sources, packing, seq_length, max_tokens)
+    if tasks is None or len(sizes) < 2:
+        seqs = stage_sequences(mdir, sources, stage_fp, seq_length, pad, packing)
+        written, held = write_packed(hdir, seqs, sizes, seq_length, pad)
+    else:   # a task per prefix: the driver slices the plan, the tasks copy and hash the tokens
+        plans = chunk_plans(mdir, sources, stage_fp, seq_length, packing, sizes)
+        names = prefix_names(len(sizes))
+        keys = [f"handoff/{hdir.name}/{n}" for n in names]
+        done = tasks(packed_prefix, [(key, (hdir, mdir, sources, seq_length, pad, name, k, j == len(sizes) - 1, plan))
+                                     for j, (key, name, k, plan) in enumerate(zip(keys, names, sizes, plans))],
+                     "handoff")
+        written, held = [], {}
+        for key in keys:
+            w = dict(done[key])
+            for i, n in w.pop("held").items():
+                held[int(i)] = held.get(int(i), 0) + n
+            written.append(w)
     prefixes = []
     for w in written:
         prefix, sha = hdir / w["name"], w.pop("bin_sha256")
@@ -213,11 +244,13 @@ def draws(sources: list[dict], prefixes: list[dict], held: dict[int, int] | None
 
 def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: list[dict],
                   packing: np.ndarray | None, vocab: dict, root: Path | str | None = None, mode: str = "packed",
-                  stage_fp: str = "") -> dict:
+                  stage_fp: str = "", max_tokens: int | None = None, tasks: Callable | None = None) -> dict:
     """Write a stage's hand-off; returns the manifest's `megatron` section (paths relative to `mdir`).
     `root`: where the files name the output folder (default `out`; an output URL for a run that publishes).
     `mode`: `packed` or `blend` (a long-context stage, given `packing`, is always packed); `stage_fp`: the
-    stage fingerprint that seeds the plan's order (`curation.mixture.sequences.plan_order`)."""
+    stage fingerprint that seeds the plan's order (`curation.mixture.sequences.plan_order`); `max_tokens`:
+    the most tokens of one packed prefix (recorded in the section as `max_prefix_tokens`); `tasks`: runs
+    independent calls (an executor's `map`): each packed prefix of a stage of several is written by a task."""
     if mode not in MODES:
         raise ValueError(f"hand-off mode {mode!r}: use one of {', '.join(MODES)}")
     hdir = megatron_dir(out, stage)
@@ -226,7 +259,8 @@ def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: l
     packed = packing is not None or mode == "packed"
     short = []
     if packed:
-        prefixes, held = _packed_prefixes(hdir, mdir, sources, stage_fp, packing, seq_length, tok["pad"])
+        prefixes, held = _packed_prefixes(hdir, mdir, sources, stage_fp, packing, seq_length, tok["pad"],
+                                          max_tokens, tasks)
     else:
         held = None
         prefixes = [p for i in planned(sources) for p in _source_prefixes(hdir, mdir, sources[i], seq_length)]
@@ -236,6 +270,8 @@ def write_handoff(out: Path, mdir: Path, stage: str, seq_length: int, sources: l
                "mode": "packed" if packed else "blend", "packed": packed, "prefixes": prefixes,
                "not_drawable": short, "train_samples": sum(p["sequences"] for p in prefixes),
                "draws": draws(sources, prefixes, held, seq_length)}
+    if packed and max_tokens is not None:   # only where the recipe sets it: every other manifest stays as it was
+        section["max_prefix_tokens"] = max_tokens
     texts = file_texts(section, root or out, mdir, seq_length)
     for name, text in texts.items():
         atomic_write_bytes(hdir / name, text.encode())

@@ -22,6 +22,7 @@ from curation.mixture.megatron import (
     draws,
     file_texts,
     packed_sizes,
+    prefix_limit,
     source_parts,
     tokenizer_settings,
 )
@@ -94,6 +95,10 @@ def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | 
     """The packed prefixes must be the stage's sequences (recomputed from its plans or packing) in the
     layout of `curation.mixture.megatron_packed`; returns the planned tokens per source they hold."""
     mg, seq = m["megatron"], m["seq_length"]
+    limit = mg.get("max_prefix_tokens")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        problems.append(f"manifest field `megatron.max_prefix_tokens` is {limit!r}, not a positive int")
+        return None
     packing = None
     if m.get("long_context"):
         try:
@@ -102,7 +107,7 @@ def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | 
             problems.append(f"megatron: cannot read the long-context packing ({e})")
             return None
     try:
-        sizes = packed_sizes(m["sources"], packing, seq)
+        sizes = packed_sizes(m["sources"], packing, seq, mg.get("max_prefix_tokens"))
         want, held = expected_digests(stage_sequences(base, m["sources"], m["stage_fingerprint"], seq,
                                                       mg["tokenizer"]["pad"], packing), sizes, seq,
                                       mg["tokenizer"]["pad"])
@@ -114,7 +119,7 @@ def _check_packed(m: dict, base: Path, problems: list[str]) -> dict[int, int] | 
     if got != names:
         problems.append(f"megatron: packed prefixes {got}, the plan gives {names}")
         return held
-    if sizes != chunk_sizes(sum(sizes), seq):
+    if sizes != chunk_sizes(sum(sizes), seq, prefix_limit(seq, mg.get("max_prefix_tokens"))):
         problems.append("megatron: the packed prefixes are not split as megatron_packed.chunk_sizes splits them")
     for p, name, k in zip(mg["prefixes"], names, sizes):
         if (p["sequences"], p["tokens"]) != (k, k * seq + 1):

@@ -116,6 +116,42 @@ def write_packed(hdir: Path, sequences: Iterable, sizes: list[int], seq_length: 
             for n, k, sink in zip(names, sizes, sinks)], held
 
 
+def write_chunk(hdir: Path, name: str, sequences: Iterable, size: int, seq_length: int, pad: int,
+                last: bool) -> dict:
+    """One packed prefix by itself, as `write_packed` writes it among the others: the first `size` of
+    `sequences`, then the first token of the next one (the last prefix: `pad`, and no sequence may follow).
+    Returns what `write_packed` gives per prefix, with `held`, the planned tokens per source index in it."""
+    it = iter(sequences)
+    sink = _File(hdir / f"{name}.bin")
+    held: dict[int, int] = {}
+    try:
+        for _ in range(size):
+            got = next(it, None)
+            if got is None:
+                raise ValueError(f"packed prefix {name}: the stage has fewer sequences than the plan gives; "
+                                 f"re-run `curate run`")
+            seq, counts = got
+            sink.write(np.ascontiguousarray(seq, dtype=DTYPE).tobytes())
+            for i, n in counts.items():
+                held[i] = held.get(i, 0) + n
+        after = next(it, None)
+        if (after is None) != last:
+            raise ValueError(f"packed prefix {name}: the stage has {'more' if last else 'fewer'} sequences than the "
+                             f"plan gives; re-run `curate run`")
+        extra = np.asarray([pad], dtype=DTYPE) if after is None else np.ascontiguousarray(after[0][:1], dtype=DTYPE)
+        sink.write(extra.tobytes())
+    except BaseException:
+        sink.f.close()
+        sink.tmp.unlink(missing_ok=True)
+        raise
+    sink.close()
+    tmp = hdir / f"{name}.idx.tmp"
+    tmp.write_bytes(b"".join(index_bytes(size, seq_length)))
+    os.replace(tmp, hdir / f"{name}.idx")
+    return {"name": name, "sequences": size, "tokens": size * seq_length + 1, "bin_sha256": sink.h.hexdigest(),
+            "held": held}
+
+
 class _Hash:
     def __init__(self):
         self.h = hashlib.sha256()

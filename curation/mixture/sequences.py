@@ -82,10 +82,17 @@ def stream_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, se
     counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
     order_src, order_doc = plan_order(stage_fingerprint, counts)
     shards = _Shards(mdir, sources)
+    return _stream(shards, _placed(order_src, order_doc, which, shards), seq_length, pad)
+
+
+def _stream(shards: _Shards, placed: Iterator[tuple[int, int, int]], seq_length: int,
+            pad: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The documents `placed` gives (source index, first token, tokens) back to back, cut into sequences of
+    `seq_length`, the last one padded."""
     blank = np.full(seq_length, pad, dtype=np.int32).tobytes()
     buf = bytearray(blank)
     seq, view, at, held = np.frombuffer(buf, np.int32), memoryview(buf), 0, {}
-    for i, start, n in _placed(order_src, order_doc, which, shards):
+    for i, start, n in placed:
         tokens = shards(i)[0]
         direct = tokens.dtype == _IDS   # a set of int32 ids is read straight into the sequence
         while n:
@@ -121,23 +128,76 @@ def _placed(order_src: np.ndarray, order_doc: np.ndarray, which: list[int], shar
 def bin_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,
                   pad: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
     """The long-context stage's sequences: each packed bin's documents in packing order, then `pad`."""
-    shards = _Shards(mdir, sources)
-    order = np.lexsort((np.arange(len(packing)), packing[:, 2])) if packing.size else []
-    rows = packing[order]
-    bounds = np.searchsorted(rows[:, 2], np.arange(int(rows[:, 2].max()) + 2)) if len(rows) else [0]
-    for b in range(len(bounds) - 1):
+    rows = _by_bin(packing)
+    return _bins(_Shards(mdir, sources), sources, rows, seq_length, pad, 0, int(rows[:, 2].max()) + 1 if len(rows) else 0)
+
+
+def _by_bin(packing: np.ndarray) -> np.ndarray:
+    return packing[np.lexsort((np.arange(len(packing)), packing[:, 2]))] if packing.size else packing
+
+
+def _bins(shards: _Shards, sources: list[dict], rows: np.ndarray, seq_length: int, pad: int, first: int,
+          count: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The sequences of bins `first` .. `first + count - 1`, from packing `rows` sorted by bin."""
+    bounds = np.searchsorted(rows[:, 2], np.arange(first, first + count + 1)) if len(rows) else np.zeros(count + 1, int)
+    for b in range(count):
         seq = np.full(seq_length, pad, dtype=np.int32)
         at, held = 0, {}
         for src, doc, _ in rows[bounds[b]:bounds[b + 1]]:
             tokens, lengths, starts = shards(int(src))
             n = int(lengths[doc])
             if at + n > seq_length:
-                raise ValueError(f"packed sequence {b} overflows {seq_length} tokens: the packing does not "
+                raise ValueError(f"packed sequence {first + b} overflows {seq_length} tokens: the packing does not "
                                  f"match the shards of {sources[int(src)]['name']}; re-run `curate run`")
             seq[at:at + n] = tokens(int(starts[doc]), n)
             held[int(src)] = held.get(int(src), 0) + n
             at += n
         yield seq, held
+
+
+def chunk_plans(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_length: int,
+                packing: np.ndarray | None, sizes: list[int]) -> list[dict]:
+    """What each packed prefix's task reads to make its `sizes[j]` sequences and the first token of the next
+    (`chunk_sequences`): the slice of the plan's occurrences from the one holding its first token (`skip`
+    tokens into it) to the one holding the next prefix's first token; or, for a long-context stage, the
+    packing rows of its bins and of the next bin. Computed with numpy over the plan (no loop per document)."""
+    ends = np.cumsum(sizes)
+    starts = ends - np.asarray(sizes)
+    if packing is not None:
+        rows = _by_bin(packing)
+        lo, hi = np.searchsorted(rows[:, 2], starts), np.searchsorted(rows[:, 2], ends + 1)
+        return [{"rows": rows[a:b], "first": int(first), "bins": int(min(end + 1, ends[-1]) - first)}
+                for a, b, first, end in zip(lo.tolist(), hi.tolist(), starts.tolist(), ends.tolist())]
+    which = planned(sources)
+    counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
+    order_src, order_doc = plan_order(stage_fingerprint, counts)
+    shards = _Shards(mdir, sources)
+    lengths = np.empty(order_src.size, np.int64)
+    for k in np.unique(order_src).tolist():
+        mine = order_src == k
+        lengths[mine] = shards(which[k])[1][order_doc[mine]]
+    done = np.cumsum(lengths)                        # tokens up to the end of each occurrence
+    plans = []
+    for a, b in zip((starts * seq_length).tolist(), (ends * seq_length).tolist()):
+        first = int(np.searchsorted(done, a, side="right"))            # the occurrence holding token a
+        last = int(np.searchsorted(done, b, side="right")) + 1         # and the one holding token b
+        plans.append({"src": order_src[first:last], "doc": order_doc[first:last], "which": which,
+                      "skip": int(a - (done[first - 1] if first else 0))})
+    return plans
+
+
+def chunk_sequences(mdir: Path, sources: list[dict], seq_length: int, pad: int,
+                    plan: dict) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
+    """The sequences of one packed prefix's `chunk_plans` entry, then those after it that its slice reaches."""
+    shards = _Shards(mdir, sources)
+    if "rows" in plan:
+        return _bins(shards, sources, plan["rows"], seq_length, pad, plan["first"], plan["bins"])
+    placed = _placed(plan["src"], plan["doc"], plan["which"], shards)
+
+    def skipped():
+        for n, (i, start, length) in enumerate(placed):
+            yield (i, start + plan["skip"], length - plan["skip"]) if n == 0 else (i, start, length)
+    return _stream(shards, skipped(), seq_length, pad)
 
 
 def stage_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_length: int, pad: int,

@@ -76,12 +76,15 @@ def _fingerprinted(recipe) -> dict:
     """The recipe's content for its fingerprint. An unset codec `device`/`precision` means the CPU float32
     encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
     fingerprint (and every manifest naming it); a set one is in. Likewise a stage's unset `extension`,
-    `trainers` left at Megatron's alone (the recipe's) and unset (a stage's), and MinHash's unset `partitions`."""
+    `trainers` left at Megatron's alone (the recipe's) and unset (a stage's), MinHash's unset `partitions`
+    and an unset `shards.max_handoff_bytes`."""
     content = recipe.model_dump(mode="json")
     if content.get("trainers") == ["megatron"]:
         content.pop("trainers")
     if content.get("shards") is None:   # unset: one part up to the default size, as before the setting existed
         content.pop("shards", None)
+    elif content["shards"].get("max_handoff_bytes") is None:   # unset: as before the setting existed
+        content["shards"].pop("max_handoff_bytes", None)
     minhash = (content.get("dedup") or {}).get("minhash")
     if isinstance(minhash, dict) and minhash.get("partitions") is None:
         minhash["partitions"] = 1   # unset (by corpus size) changes no output: as the 1 it defaulted to before

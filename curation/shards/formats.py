@@ -43,6 +43,10 @@ class StageInput:
     stage_fp: str                  # the stage fingerprint (seeds the plan's order)
     mode: str                      # the recipe's Megatron `handoff` mode for the stage
     sequences: Sequences           # the stage's sequences in the plan's order
+    max_prefix_tokens: int | None = None   # `shards.max_handoff_bytes` / 4: the most tokens of one packed prefix
+    # runs independent calls `tasks(fn, [(key, args), ...], label) -> {key: result}` (the run's executor's
+    # `map`, when its tasks write this output folder); None: in this process
+    tasks: Callable | None = None
 
 
 class TrainerFormat(Protocol):

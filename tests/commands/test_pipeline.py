@@ -120,6 +120,37 @@ def test_ray_with_one_and_two_workers_writes_the_local_executors_bytes(text_run,
             (out / "ledger" / f"{name}.parquet").read_bytes()
 
 
+def test_a_packed_hand_off_in_bounded_prefixes_is_written_by_ray_tasks_and_holds_the_same_stream(
+        text_run, tmp_path, ray_local):
+    """`shards.max_handoff_bytes`: the text demo's packed hand-off in prefixes of at most 16,384 tokens, each
+    written by a Ray task (the executor stays open through the finish). Together they hold the one-prefix
+    hand-off's sequences in order, each prefix ends with the next one's first token, `curate verify` passes,
+    and the shards and the ledger's other tables are the local run's."""
+    from curation.mixture.megatron_packed import prefix_names
+
+    recipe = tmp_path / "recipes" / "text.yaml"
+    recipe.parent.mkdir()
+    for folder in ("demo", "classifiers"):   # what the text recipe names, relative to itself
+        (recipe.parent / folder).symlink_to(REPO / "recipes" / folder)
+    (tmp_path / "tokenizers").symlink_to(REPO / "tokenizers")
+    recipe.write_text(TEXT_DEMO.read_text() + "\nshards: {max_handoff_bytes: 65536}\n")
+    res = run(recipe, tmp_path / "out", workers=2, progress=False, executor="ray")
+    seq = json.loads((text_run.out / "manifests" / "stage1.json").read_text())["seq_length"]
+    one = json.loads((text_run.out / "manifests" / "stage1.json").read_text())["megatron"]
+    many = json.loads((res.out / "manifests" / "stage1.json").read_text())["megatron"]
+    k = [p["sequences"] for p in many["prefixes"]]
+    assert len(k) > 2 and max(k) * seq + 1 <= 16384 and many["max_prefix_tokens"] == 16384
+    assert [p["name"] for p in many["prefixes"]] == prefix_names(len(k)) and sum(k) == one["train_samples"]
+    assert many["draws"] == one["draws"]
+    whole = np.fromfile(text_run.out / "megatron" / "stage1" / "packed.bin", dtype=np.int32)
+    parts = [np.fromfile(res.out / "megatron" / "stage1" / f"{p['name']}.bin", dtype=np.int32) for p in many["prefixes"]]
+    assert np.array_equal(np.concatenate([q[:-1] for q in parts]), whole[:-1])   # the same sequences, in order
+    assert [int(q[-1]) for q in parts[:-1]] == [int(q[0]) for q in parts[1:]] and parts[-1][-1] == whole[-1]
+    verify_manifest(res.out / "manifests" / "stage1.json")
+    globs = ("tokenized/**/*.bin", "tokenized/**/*.idx", "work/*/drops/**/*.parquet")
+    assert _files(text_run.out, *globs) == _files(res.out, *globs)
+
+
 def test_rerun_skips_completed_tasks_and_finishes_the_rest(text_run, tmp_path):
     out = tmp_path / "resume"
     shutil.copytree(text_run.out, out)

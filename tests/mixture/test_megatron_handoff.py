@@ -306,3 +306,64 @@ sources:
         else:
             assert all(h["drawn_tokens"] == h["planned_tokens"] and h["drawable"] for h in hand.values())
             assert "not_drawable" not in err
+
+
+def _files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in (".bin", ".idx")}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("long_context", [False, True])
+def test_packed_prefixes_written_by_tasks_are_the_prefixes_the_driver_writes(tmp_path, seed, long_context):
+    """`shards.max_handoff_bytes` cuts a packed hand-off into prefixes of at most that many tokens; a run's
+    executor then writes each prefix in its own task (`megatron.packed_prefix`, from the slice of the plan
+    `sequences.chunk_plans` gives it: documents split across prefixes, a prefix starting inside a document).
+    Same files, section and draws as the driver writing them in one pass, and the prefixes together hold the
+    whole stage's stream, each ending with the next one's first token (`layout`, the one-pass reference)."""
+    from curation.mixture.megatron_packed import layout
+    from curation.mixture.sequences import stage_sequences
+    from curation.runtime.local import LocalExecutor
+
+    rng = np.random.default_rng(seed)
+    seq = int(rng.integers(4, 12))
+    most = seq * int(rng.integers(1, 4)) + 1   # tokens per prefix: 1 to 3 sequences and the extra token
+    corpus = []
+    for _ in range(int(rng.integers(1, 4))):
+        docs = [list(rng.integers(1, 99, int(rng.integers(1, 3 * seq)))) + [0] for _ in range(int(rng.integers(3, 20)))]
+        counts = rng.integers(0, 3, len(docs))
+        counts[0] = max(counts[0], 1)
+        corpus.append((docs, list(counts)))
+    packing = None
+    if long_context:   # each planned document that fits in its own bin of `seq` tokens
+        rows = [(i, d) for i, (docs, counts) in enumerate(corpus) for d in range(len(docs))
+                if counts[d] and len(docs[d]) <= seq]
+        packing = np.asarray([(i, d, b) for b, (i, d) in enumerate(rows)], dtype=np.int64).reshape(-1, 3)
+
+    def hand_off(out: Path, by_tasks: bool):
+        sources = [_source(out, f"s{i}", docs, counts) for i, (docs, counts) in enumerate(corpus)]
+        with LocalExecutor(progress=False) as ex:
+            section = write_handoff(out, out / "manifests", "s", seq, sources, packing, VOCAB, stage_fp=f"fp{seed}",
+                                    max_tokens=most, tasks=ex.map if by_tasks else None)
+        return sources, section, _files_of(out / "megatron" / "s")
+
+    sources, driver, files = hand_off(tmp_path / "driver", False)
+    _, tasks, task_files = hand_off(tmp_path / "tasks", True)
+    assert task_files == files
+    assert len(driver["prefixes"]) >= (1 if long_context and seed == 5 else 2)   # (one bin in that case)
+    assert {k: v for k, v in tasks.items() if k != "files"} == {k: v for k, v in driver.items() if k != "files"}
+    assert driver["max_prefix_tokens"] == most
+    sizes = [p["sequences"] for p in driver["prefixes"]]
+    assert all(k * seq + 1 <= max(most, seq + 1) for k in sizes)
+
+    class Sink:
+        def __init__(self):
+            self.b = b""
+
+        def write(self, x: bytes) -> None:
+            self.b += x
+
+    pad = tokenizer_settings(VOCAB)["pad"]
+    sinks = [Sink() for _ in sizes]
+    layout(stage_sequences(tmp_path / "driver" / "manifests", sources, f"fp{seed}", seq, pad, packing), sizes, pad,
+           sinks)
+    assert [files[f"{p['name']}.bin"] for p in driver["prefixes"]] == [k.b for k in sinks]
