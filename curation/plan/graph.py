@@ -22,6 +22,7 @@ from curation.plan.phases import applied
 from curation.plan.pipeline import compliance, drop_names, encoder_spec, process_chain
 from curation.plan.size import check_plan_size
 from curation.recipe import LoadedRecipe, load_recipe
+from curation.recipe.output import set_part_bytes
 from curation.steps.compliance.optout import DEFAULT_AGENTS, OptOutIndex
 from curation.steps.registry import MODALITIES
 from curation.steps.text.filters.quality import check_source
@@ -156,7 +157,7 @@ def build_plan(loaded: LoadedRecipe, vocab: Vocabulary) -> Plan:
         parts = [t for t in tokenize if t.source == src.name]
         outputs = list(MODALITIES[src.modality].outputs(src))
         # a part size the recipe sets (`shards:`) is in the spec and fingerprint; unset, neither (as before it was)
-        sized = {"max_part_bytes": r.shards.max_part_bytes} if r.shards is not None else {}
+        sized = {"max_part_bytes": set_part_bytes(r)} if set_part_bytes(r) is not None else {}
         merge.append(Node("merge", src.name, None, fingerprint(
             {"v": CODE_EPOCH, "phase": "merge", "parts": [t.fingerprint for t in parts], "outputs": outputs,
              **sized}),

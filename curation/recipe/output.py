@@ -43,3 +43,10 @@ def max_handoff_tokens(recipe) -> int | None:
     """The most tokens of one packed hand-off prefix the recipe asks for (`shards.max_handoff_bytes` / 4), or None."""
     limit = recipe.shards.max_handoff_bytes if recipe.shards is not None else None
     return None if limit is None else limit // 4
+
+
+def set_part_bytes(recipe) -> int | None:
+    """`shards.max_part_bytes` where the recipe sets it, else None: what the merge tasks' fingerprints hold (a
+    `shards:` that sets only `max_handoff_bytes` changes no merge)."""
+    shards = recipe.shards
+    return shards.max_part_bytes if shards is not None and "max_part_bytes" in shards.model_fields_set else None

@@ -190,6 +190,21 @@ def test_an_unset_part_size_is_in_no_fingerprint_and_a_set_one_is_in_the_merges(
                for a, b in zip(plain.merge, sized.merge))
 
 
+def test_a_hand_off_prefix_size_alone_moves_no_task_fingerprint(tmp_path):
+    """`shards: {max_handoff_bytes: N}` changes how the finish writes the packed hand-off, nothing a task
+    writes: every node keeps its fingerprint (a run with it set re-runs no task), the recipe's changes."""
+    from curation.plan.graph import load_plan
+    from curation.recipe.load import _fingerprinted
+
+    recipe = _beside_text(tmp_path)
+    plain = load_plan(recipe)
+    recipe.write_text(recipe.read_text() + "\nshards: {max_handoff_bytes: 65536}\n")
+    bounded = load_plan(recipe)
+    assert [n.fingerprint for n in bounded.nodes()] == [n.fingerprint for n in plain.nodes()]
+    assert bounded.recipe.fingerprint != plain.recipe.fingerprint
+    assert _fingerprinted(bounded.recipe.recipe)["shards"]["max_handoff_bytes"] == 65536
+
+
 def test_a_rerun_at_the_default_size_rewrites_the_one_prefix_and_leaves_no_part(split_run, demo_run, tmp_path):
     from curation.commands.run import run
 
