@@ -14,7 +14,9 @@ its sample shuffle only changes the order in which the P sequences are drawn.
 megatron-core stores a document's length as int32, so a stage of more than 2^31 - 2 tokens is split
 into several such documents, each its own prefix (`packed-000`, `packed-001`, ...; nearly equal sizes,
 each ending with the first token of the next): the blend weights are their sequence counts, and
-`--train-samples` is their sum. Disk cost: the stage's tokens once (4 bytes each), plus under one
+`--train-samples` is their sum. The recipe's `shards.max_handoff_bytes` splits at a lower size; then each
+prefix can be written on its own (`write_chunk`, a task per prefix: `curation.mixture.megatron.packed_prefix`),
+with the bytes `write_packed` writes in one pass. Disk cost: the stage's tokens once (4 bytes each), plus under one
 sequence of padding.
 """
 from __future__ import annotations
