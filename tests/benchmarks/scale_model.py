@@ -212,8 +212,10 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                 "token counts and sha256 of the merged shards come from the merge tasks' markers, the cluster "
                 "tables are copied by DuckDB from the tasks' part files (at most 256 MB) and hashed 8,192 rows at "
                 f"a time; left in this one process, linear in time: the Megatron hand-off copies every planned "
-                f"token ({docs * tok_per_doc / 1e12:,.1f} TB) into the packed prefixes (a task per packed prefix "
-                "would spread it), and the manifests' digests of the cluster tables")
+                f"token ({docs * tok_per_doc / 1e12:,.1f} TB) into the packed prefixes by default (with "
+                "`shards.max_handoff_bytes` each prefix is a task: the copy spreads over the cluster, measured 1.7× "
+                "on 2 workers at 1M; these hours are the default's), and the manifests' digests of the cluster "
+                "tables")
         if secs > worst[1]:
             worst = (phase, secs)
         total += secs
