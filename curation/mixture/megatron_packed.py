@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
+from itertools import chain, islice
 from pathlib import Path
 
 import numpy as np
@@ -49,24 +50,36 @@ def prefix_names(n: int) -> list[str]:
     return ["packed"] if n == 1 else [f"packed-{j:03d}" for j in range(n)]
 
 
+def _write_sequences(sequences: Iterator, count: int, sink, held: dict[int, int]) -> int:
+    """Up to `count` of `sequences` into `sink`, their planned tokens per source index added to `held`; returns
+    how many there were."""
+    written = 0
+    for seq, counts in islice(sequences, count):
+        sink.write(np.ascontiguousarray(seq, dtype=DTYPE).tobytes())
+        for i, n in counts.items():
+            held[i] = held.get(i, 0) + n
+        written += 1
+    return written
+
+
+def _first_token(seq: np.ndarray) -> bytes:
+    """The extra token that ends a prefix: the next prefix's first."""
+    return np.ascontiguousarray(seq[:1], dtype=DTYPE).tobytes()
+
+
 def layout(sequences: Iterable[tuple[np.ndarray, dict[int, int]]], sizes: list[int], pad: int,
            sinks: list) -> dict[int, int]:
     """Write the sequences, `sizes[j]` of them to `sinks[j]` (anything with `.write(bytes)`), each document
     followed by its one extra token; returns the planned tokens per source index written. The single
     layout code path for writing (files) and checking (hashes)."""
-    held: dict[int, int] = {}
-    j, in_chunk, written = 0, 0, 0
-    for seq, counts in sequences:
-        if j < len(sizes) and in_chunk == sizes[j]:      # the previous document ends with this sequence's first token
-            sinks[j].write(np.ascontiguousarray(seq[:1], dtype=DTYPE).tobytes())
-            j, in_chunk = j + 1, 0
-        if j >= len(sizes):
-            raise ValueError(f"the stage has more sequences than the {sum(sizes)} its plan gives; re-run `curate run`")
-        sinks[j].write(np.ascontiguousarray(seq, dtype=DTYPE).tobytes())
-        in_chunk += 1
-        written += 1
-        for i, n in counts.items():
-            held[i] = held.get(i, 0) + n
+    it, held, written, after = iter(sequences), {}, 0, None
+    for j, (size, sink) in enumerate(zip(sizes, sinks)):
+        written += _write_sequences(it if after is None else chain([after], it), size, sink, held)
+        after = next(it, None)
+        if after is not None and j < len(sizes) - 1:   # the document ends with the next one's first token
+            sink.write(_first_token(after[0]))
+    if after is not None:
+        raise ValueError(f"the stage has more sequences than the {sum(sizes)} its plan gives; re-run `curate run`")
     if written != sum(sizes):
         raise ValueError(f"the stage has {written} sequences, its plan gives {sum(sizes)}; re-run `curate run`")
     if sizes:
@@ -78,6 +91,12 @@ def index_bytes(size: int, seq_length: int) -> Iterator[bytes]:
     """The `.idx` of one packed document of `size` sequences."""
     for part in index_parts(np.asarray([size * seq_length + 1], np.int32), DTYPE):
         yield part if isinstance(part, bytes) else part.tobytes()
+
+
+def _write_index(hdir: Path, name: str, size: int, seq_length: int) -> None:
+    tmp = hdir / f"{name}.idx.tmp"
+    tmp.write_bytes(b"".join(index_bytes(size, seq_length)))
+    os.replace(tmp, hdir / f"{name}.idx")
 
 
 class _File:
@@ -111,9 +130,7 @@ def write_packed(hdir: Path, sequences: Iterable, sizes: list[int], seq_length: 
         raise
     for name, size, sink in zip(names, sizes, sinks):
         sink.close()
-        tmp = hdir / f"{name}.idx.tmp"
-        tmp.write_bytes(b"".join(index_bytes(size, seq_length)))
-        os.replace(tmp, hdir / f"{name}.idx")
+        _write_index(hdir, name, size, seq_length)
     return [{"name": n, "sequences": k, "tokens": k * seq_length + 1, "bin_sha256": sink.h.hexdigest()}
             for n, k, sink in zip(names, sizes, sinks)], held
 
@@ -127,29 +144,18 @@ def write_chunk(hdir: Path, name: str, sequences: Iterable, size: int, seq_lengt
     sink = _File(hdir / f"{name}.bin")
     held: dict[int, int] = {}
     try:
-        for _ in range(size):
-            got = next(it, None)
-            if got is None:
-                raise ValueError(f"packed prefix {name}: the stage has fewer sequences than the plan gives; "
-                                 f"re-run `curate run`")
-            seq, counts = got
-            sink.write(np.ascontiguousarray(seq, dtype=DTYPE).tobytes())
-            for i, n in counts.items():
-                held[i] = held.get(i, 0) + n
+        written = _write_sequences(it, size, sink, held)
         after = next(it, None)
-        if (after is None) != last:
-            raise ValueError(f"packed prefix {name}: the stage has {'more' if last else 'fewer'} sequences than the "
-                             f"plan gives; re-run `curate run`")
-        extra = np.asarray([pad], dtype=DTYPE) if after is None else np.ascontiguousarray(after[0][:1], dtype=DTYPE)
-        sink.write(extra.tobytes())
+        if written < size or (after is None) != last:
+            raise ValueError(f"packed prefix {name}: the stage has {'more' if written == size and last else 'fewer'} "
+                             f"sequences than the plan gives; re-run `curate run`")
+        sink.write(np.asarray([pad], dtype=DTYPE).tobytes() if after is None else _first_token(after[0]))
     except BaseException:
         sink.f.close()
         sink.tmp.unlink(missing_ok=True)
         raise
     sink.close()
-    tmp = hdir / f"{name}.idx.tmp"
-    tmp.write_bytes(b"".join(index_bytes(size, seq_length)))
-    os.replace(tmp, hdir / f"{name}.idx")
+    _write_index(hdir, name, size, seq_length)
     return {"name": name, "sequences": size, "tokens": size * seq_length + 1, "bin_sha256": sink.h.hexdigest(),
             "held": held}
 

@@ -78,11 +78,15 @@ def planned(sources: list[dict]) -> list[int]:
 def stream_sequences(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_length: int,
                      pad: int) -> Iterator[tuple[np.ndarray, dict[int, int]]]:
     """The ordinary stage's sequences: (tokens of `seq_length`, planned tokens per source index in it)."""
-    which = planned(sources)
-    counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
-    order_src, order_doc = plan_order(stage_fingerprint, counts)
+    which, order_src, order_doc = _stage_order(mdir, sources, stage_fingerprint)
     shards = _Shards(mdir, sources)
     return _stream(shards, _placed(order_src, order_doc, which, shards), seq_length, pad)
+
+
+def _stage_order(mdir: Path, sources: list[dict], stage_fingerprint: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The planned sources' indices and the plan's occurrences in order (`plan_order`, positions into them)."""
+    which = planned(sources)
+    return (which, *plan_order(stage_fingerprint, [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]))
 
 
 def _stream(shards: _Shards, placed: Iterator[tuple[int, int, int]], seq_length: int,
@@ -117,12 +121,18 @@ def _placed(order_src: np.ndarray, order_doc: np.ndarray, which: list[int], shar
     with numpy (no indexing of a numpy array per document)."""
     for at in range(0, len(order_src), size):
         src, doc = order_src[at:at + size], order_doc[at:at + size]
-        starts, lengths = np.empty(src.size, np.int64), np.empty(src.size, np.int64)
-        for k in np.unique(src).tolist():
-            _, all_lengths, all_starts = shards(which[k])
-            mine = src == k
-            starts[mine], lengths[mine] = all_starts[doc[mine]], all_lengths[doc[mine]]
+        starts, lengths = _located(src, doc, which, shards)
         yield from zip([which[k] for k in src.tolist()], starts.tolist(), lengths.tolist())
+
+
+def _located(src: np.ndarray, doc: np.ndarray, which: list[int], shards: _Shards) -> tuple[np.ndarray, np.ndarray]:
+    """(first token, tokens) of each occurrence (position in `which`, document), with numpy per source."""
+    starts, lengths = np.empty(src.size, np.int64), np.empty(src.size, np.int64)
+    for k in np.unique(src).tolist():
+        _, all_lengths, all_starts = shards(which[k])
+        mine = src == k
+        starts[mine], lengths[mine] = all_starts[doc[mine]], all_lengths[doc[mine]]
+    return starts, lengths
 
 
 def bin_sequences(mdir: Path, sources: list[dict], packing: np.ndarray, seq_length: int,
@@ -168,15 +178,8 @@ def chunk_plans(mdir: Path, sources: list[dict], stage_fingerprint: str, seq_len
         lo, hi = np.searchsorted(rows[:, 2], starts), np.searchsorted(rows[:, 2], ends + 1)
         return [{"rows": rows[a:b], "first": int(first), "bins": int(min(end + 1, ends[-1]) - first)}
                 for a, b, first, end in zip(lo.tolist(), hi.tolist(), starts.tolist(), ends.tolist())]
-    which = planned(sources)
-    counts = [read_plan(mdir / sources[i]["plan"]["path"]) for i in which]
-    order_src, order_doc = plan_order(stage_fingerprint, counts)
-    shards = _Shards(mdir, sources)
-    lengths = np.empty(order_src.size, np.int64)
-    for k in np.unique(order_src).tolist():
-        mine = order_src == k
-        lengths[mine] = shards(which[k])[1][order_doc[mine]]
-    done = np.cumsum(lengths)                        # tokens up to the end of each occurrence
+    which, order_src, order_doc = _stage_order(mdir, sources, stage_fingerprint)
+    done = np.cumsum(_located(order_src, order_doc, which, _Shards(mdir, sources))[1])   # tokens to each end
     plans = []
     for a, b in zip((starts * seq_length).tolist(), (ends * seq_length).tolist()):
         first = int(np.searchsorted(done, a, side="right"))            # the occurrence holding token a
