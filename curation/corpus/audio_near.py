@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row, components, groups
 from curation.core.layout import processed_path
 from curation.corpus.near import NearDuplicatePhase
+from curation.steps.audio.declaration import audio_settings
 from curation.steps.audio.fingerprint import near_duplicates
 
 CLUSTERS = pa.schema([CLUSTER_COLUMNS[0], ("kind", pa.string()), *CLUSTER_COLUMNS[1:], ("max_ber", pa.float64())])
@@ -78,7 +79,7 @@ class AudioNearPhase(NearDuplicatePhase):
     clusters = CLUSTERS
 
     def settings(self, recipe) -> dict:
-        return {"ber": {s.name: s.audio_settings().near_dup_ber for s in recipe.sources if self.covers(s)}}
+        return {"ber": {s.name: audio_settings(s).near_dup_ber for s in recipe.sources if self.covers(s)}}
 
     def find(self, out: Path, shards: list[tuple[str, str]], settings: dict, gone: set):
         return audio_duplicates(out, shards, settings["ber"], gone)

@@ -19,6 +19,7 @@ from curation import __version__
 from curation.core.hashing import fingerprint, sha256_file
 from curation.core.io import Location, as_location, glob_input, identity, is_url
 from curation.errors import RecipeError
+from curation.recipe.modalities import OnDevice
 from curation.recipe.schema import Recipe, Source, missing_licence
 from curation.recipe.yamlpos import KeyPath, format_path, line_for, load_with_lines
 
@@ -57,6 +58,10 @@ class LoadedRecipe:
         return next(s for s in self.recipe.sources if s.name == name)
 
 
+# The settings keys of the built-in modalities that were `Source` fields until they moved into their modalities'
+# declarations (`SourceModality.settings`): a source without them dumped them as null, and fingerprints keep that.
+SETTINGS_ONCE_FIELDS = ("images", "audio", "interleaved")
+
 _MESSAGES = {
     "greater_than_equal": lambda c: f"must be >= {c['ge']}",
     "greater_than": lambda c: f"must be > {c['gt']}",
@@ -77,7 +82,8 @@ def _fingerprinted(recipe) -> dict:
     encoder every earlier version ran, so it is left out: a recipe that does not set them keeps its
     fingerprint (and every manifest naming it); a set one is in. Likewise a stage's unset `extension`,
     `trainers` left at Megatron's alone (the recipe's) and unset (a stage's), MinHash's unset `partitions`
-    and an unset `shards.max_handoff_bytes`."""
+    and an unset `shards.max_handoff_bytes`. The built-in modalities' settings a source does not give are null,
+    as when they were `Source` fields."""
     content = recipe.model_dump(mode="json")
     if content.get("trainers") == ["megatron"]:
         content.pop("trainers")
@@ -93,8 +99,11 @@ def _fingerprinted(recipe) -> dict:
             st.pop("extension", None)
         if st.get("trainers") is None:
             st.pop("trainers", None)
+    codec_keys = {k for k, m in registry.settings_keys().items() if issubclass(m.settings[k], OnDevice)}
     for src in content.get("sources", []):
-        for block in (src.get("images"), src.get("audio")):
+        for key in SETTINGS_ONCE_FIELDS:   # unset, they were dumped as null when they were `Source` fields
+            src.setdefault(key, None)
+        for block in (src.get(k) for k in codec_keys):
             for key in ("device", "precision"):
                 if isinstance(block, dict) and block.get(key) is None:
                     block.pop(key, None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 GROUP = "curate.modalities"
 
@@ -39,9 +39,11 @@ class SourceModality:
     name: str                                   # the value of a source's `modality:`
     formats: tuple[str, ...]                    # the `input.format`s its sources read (their union is every format)
     steps: str                                  # `module:attribute` of its `curation.steps.modality.Modality`
-    # the keys this modality adds to a source (`video_frames: {...}`), each validated by its model; read with
-    # `Source.settings_for(key)`. The built-in modalities' settings are `Source`'s own typed fields instead.
+    # the keys this modality adds to a source (`images: {...}`), each validated by its model; read with
+    # `Source.settings_for(key)` (the model's defaults when the recipe gives none)
     settings: dict[str, type[BaseModel]] = field(default_factory=dict)
+    # other modalities' settings keys its sources may carry too (an interleaved source's `images:`)
+    borrows: tuple[str, ...] = ()
     # run on every source, whatever its modality (a rule may refuse this modality's formats or settings on
     # another's sources), in registration order; each raises ValueError with what to change
     rules: tuple[Callable[[Any], None], ...] = ()
@@ -132,36 +134,56 @@ def settings_keys() -> dict[str, SourceModality]:
 
 
 def gather_settings(data: Any, fields: set[str]) -> Any:
-    """A source's raw keys with those of registered modalities moved into `plugin_settings` (what `Source` reads
-    before validating), so that the strict model accepts a plug-in's keys and nothing else."""
+    """A source's raw keys with those of registered modalities validated by their models and moved into
+    `modality_settings` (what `Source` reads before validating), so that the strict model accepts the registered
+    keys and nothing else. A model's errors keep their place (`sources[0].images.area`), as a field's would."""
     if not isinstance(data, dict):
         return data
-    if "plugin_settings" in data:
-        raise ValueError("`plugin_settings` is no recipe key: give a modality's settings under its own key")
+    if "modality_settings" in data:
+        raise ValueError("`modality_settings` is no recipe key: give a modality's settings under its own key")
     keys = settings_keys()
     if shadowed := sorted(set(keys) & fields):
         raise ValueError(f"the settings key(s) {shadowed} of modality {keys[shadowed[0]].name!r} are source "
                          f"fields already: register the modality with another key")
-    if given := [k for k in data if k in keys]:
-        data = {k: v for k, v in data.items() if k not in keys} | {"plugin_settings": {k: data[k] for k in given}}
+    given = [k for k in data if k in keys]
+    settings, errors = {}, []
+    for key in given:
+        if data[key] is None:     # `images: null`, as a dump of a source without them once said: the defaults
+            continue
+        try:
+            settings[key] = _validated(key, data[key])
+        except ValidationError as e:
+            errors += [{**err, "loc": (key, *err["loc"])} for err in e.errors(include_url=False)]
+    if errors:
+        raise ValidationError.from_exception_data("Source", errors)   # type: ignore[arg-type]
+    if given:
+        data = {k: v for k, v in data.items() if k not in keys} | {"modality_settings": settings}
     return data
 
 
+def _validated(key: str, value: Any) -> BaseModel:
+    model = settings_keys()[key].settings[key]
+    return value if isinstance(value, model) else model.model_validate(value)
+
+
 def validate_settings(value: dict) -> dict:
-    """`plugin_settings`, each validated by its modality's model (in key order: dumps do not depend on the recipe's)."""
-    keys = settings_keys()
-    return {k: v if isinstance(v, model := keys[k].settings[k]) else model.model_validate(v)
-            for k, v in sorted(value.items())}
+    """`modality_settings`, each validated by its modality's model (in key order: dumps do not depend on the
+    recipe's)."""
+    return {k: _validated(k, v) for k, v in sorted(value.items())}
 
 
 def check_source(src: Any) -> None:
     """Every registered modality's rules on `src` (each may refuse its formats or settings on another's sources),
-    then the formats of `src`'s own modality, and no modality's settings on another's sources."""
+    then the formats of `src`'s own modality, and no modality's settings on the sources of a modality that
+    neither owns nor borrows them."""
     table = registered()
     for decl in table.values():
         for rule in decl.rules:
             rule(src)
-    table[src.modality].check_format(src.input.format)
-    for key in src.plugin_settings:
-        if (owner := settings_keys()[key]).name != src.modality:
-            raise ValueError(f"`{key}:` settings apply to `modality: {owner.name}` sources")
+    own = table[src.modality]
+    own.check_format(src.input.format)
+    for key in src.modality_settings:
+        if key not in own.settings and key not in own.borrows:
+            users = [f"`modality: {m.name}`" for m in table.values() if key in m.settings or key in m.borrows]
+            raise ValueError(f"`{key}:` settings apply to {', '.join(users[:-1]) + ' or ' if users[1:] else ''}"
+                             f"{users[-1]} sources")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_serializer, model_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_serializer, model_validator
 
 import curation.recipe.registry as registry
 from curation.recipe.base import NAME_PATTERN, Strict
@@ -47,10 +47,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
 from curation.recipe.inputs import Acquire, Input  # part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
 from curation.recipe.modalities import (  # noqa: F401
-    Audio,
     Conversations,
-    Images,
-    Interleaved,
     Reasoning,
     SyntheticTasks,
 )
@@ -100,9 +97,6 @@ class Source(Strict):
     optout: Literal["page_url", "not_available"] = "page_url"
     url_field: str = "url"
     pii: PII | None = None
-    images: Images | None = None      # settings of an image source (`image_settings()` gives the defaults)
-    audio: Audio | None = None        # settings of an audio source (`audio_settings()` gives the defaults)
-    interleaved: Interleaved | None = None   # settings of an interleaved image-text source (`interleaved_settings()`)
     reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
     synthetic_tasks: SyntheticTasks | None = None  # each document becomes a long-context task example (text)
     revision: str | None = None       # the pinned revision of the data, when it has one
@@ -115,18 +109,9 @@ class Source(Strict):
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
     select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
-    # the settings of a plug-in modality, given in a recipe under their own key (`SourceModality.settings`);
-    # dumped under those keys, so a source without any dumps as it always did
-    plugin_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
-
-    def image_settings(self) -> Images:
-        return self.images or Images()
-
-    def audio_settings(self) -> Audio:
-        return self.audio or Audio()
-
-    def interleaved_settings(self) -> Interleaved:
-        return self.interleaved or Interleaved()
+    # the settings registered modalities add (`images:`, `audio:`, `interleaved:`, a plug-in's), given in a
+    # recipe under their own keys (`SourceModality.settings`) and dumped under them; read with `settings_for`
+    modality_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_validator("license")
     @classmethod
@@ -150,8 +135,8 @@ class Source(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _modality_settings(cls, data):
-        return registry.gather_settings(data, set(cls.model_fields))   # a plug-in's keys into `plugin_settings`
+    def _gather_modality_settings(cls, data):
+        return registry.gather_settings(data, set(cls.model_fields))   # registered keys into `modality_settings`
 
     @field_validator("modality")
     @classmethod
@@ -159,22 +144,26 @@ class Source(Strict):
         registry.modality(value)   # the error lists the registered modalities
         return value
 
-    @field_validator("plugin_settings")
+    @field_validator("modality_settings")
     @classmethod
-    def _plugin_settings(cls, value: dict) -> dict:
+    def _modality_settings_models(cls, value: dict) -> dict:
         return registry.validate_settings(value)
 
     @model_serializer(mode="wrap")
-    def _dump_plugin_settings(self, handler, info):
-        """A dump (a plan's task spec) gives a plug-in's settings back under their own keys."""
+    def _dump_modality_settings(self, handler, info):
+        """A dump (a plan's task spec) gives the modalities' settings back under their own keys."""
         data = handler(self)
-        if self.plugin_settings and isinstance(data, dict):
-            data |= {k: v.model_dump(mode=info.mode) for k, v in self.plugin_settings.items()}
+        if self.modality_settings and isinstance(data, dict):
+            data |= {k: v.model_dump(mode=info.mode) for k, v in self.modality_settings.items()}
         return data
 
-    def settings_for(self, key: str):
+    def settings_for(self, key: str) -> BaseModel:
         """The settings a registered modality keeps under `key` (its model's defaults when the recipe gives none)."""
-        return self.plugin_settings.get(key) or registry.settings_keys()[key].settings[key]()
+        return self.modality_settings.get(key) or registry.settings_keys()[key].settings[key]()
+
+    def gives(self, key: str) -> bool:
+        """Whether the recipe gives this source settings under `key` (not only the defaults)."""
+        return key in self.modality_settings
 
     @model_validator(mode="after")
     def _modality_rules(self):

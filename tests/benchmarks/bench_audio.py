@@ -39,8 +39,8 @@ def main() -> None:
 
     from curation.core.record import QuarantineSink
     from curation.core.vocab import Vocabulary
-    from curation.recipe.schema import Audio
     from curation.steps.audio.codec import WavTokenizerEncoder
+    from curation.steps.audio.declaration import Audio
     from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, write_shar
     from curation.steps.audio.tokenize import (
         AudioTokenizer,

@@ -30,13 +30,14 @@ SECTION = "## Simulated ranks"
 def demo_sizes():
     """(width, height, document) of every image the demo's image sources read, and their area and budget."""
     from curation.recipe import load_recipe
+    from curation.steps.image.declaration import image_settings
     from curation.steps.image.scan import scan_tar
     loaded = load_recipe(REPO / "recipes" / "demo.yaml")
     w, h, settings = [], [], set()
     for src in loaded.recipe.sources:
         if src.modality != "image":
             continue
-        im = src.image_settings()
+        im = image_settings(src)
         settings.add((im.area, im.batch_tokens))
         for f in loaded.inputs[src.name]:
             for row in scan_tar(Path(f.path)):

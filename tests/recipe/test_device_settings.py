@@ -47,5 +47,5 @@ def test_an_unset_device_keeps_the_recipe_fingerprint_and_a_set_one_changes_it(t
     r["sources"][0].setdefault("images", {})["device"] = "auto"
     auto = load_recipe(_write(tmp_path, r))
     assert auto.fingerprint != base
-    assert auto.recipe.sources[0].images.codec_device() == "auto"
-    assert auto.recipe.sources[0].images.codec_precision() == "tf32"   # the contract on CUDA
+    assert auto.recipe.sources[0].settings_for("images").codec_device() == "auto"
+    assert auto.recipe.sources[0].settings_for("images").codec_precision() == "tf32"   # the contract on CUDA

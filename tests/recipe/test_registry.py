@@ -20,6 +20,35 @@ def test_the_built_in_modalities_in_registration_order():
     assert all(MODALITIES[name].name == name for name in MODALITIES)
 
 
+def test_the_built_in_settings_are_declared_by_their_modalities_and_borrowed_where_read():
+    """`images:`, `audio:` and `interleaved:` are no `Source` fields: their modalities declare them, the modalities
+    that read another's say so, and a key on a source of any other modality is refused (it was ignored while
+    they were fields). A model's errors keep their place in the source, as a field's did."""
+    from pydantic import ValidationError
+
+    from curation.recipe.schema import Source
+    from curation.steps.image.declaration import Images, image_settings
+    table = registry.registered()
+    assert {k: m.name for k, m in registry.settings_keys().items()} == \
+        {"images": "image", "audio": "audio", "interleaved": "interleaved"}
+    assert (table["interleaved"].borrows, table["text"].borrows) == (("images",), ("images", "audio"))
+    assert not {"images", "audio", "interleaved"} & set(Source.model_fields)
+    image = {"name": "pics", "license": "CC0-1.0", "modality": "image",
+             "input": {"format": "webdataset", "paths": ["x.tar"]}}
+    src = Source.model_validate(image | {"images": {"area": 4096}})
+    assert isinstance(image_settings(src), Images) and image_settings(src).area == 4096 and src.gives("images")
+    assert not Source.model_validate(image).gives("images") and image_settings(Source.model_validate(image)) == Images()
+    assert Source.model_validate(image | {"images": None}) == Source.model_validate(image)  # an older spec's null
+    dumped = src.model_dump(mode="json")
+    assert dumped["images"]["area"] == 4096 and "modality_settings" not in dumped and "audio" not in dumped
+    assert Source.model_validate(dumped) == src
+    with pytest.raises(ValidationError, match="`audio:` settings apply to `modality: text` or `modality: audio`"):
+        Source.model_validate(image | {"audio": {"min_seconds": 1}})
+    with pytest.raises(ValidationError) as e:
+        Source.model_validate(image | {"images": {"arae": 1, "min_side": 0}})
+    assert sorted(err["loc"] for err in e.value.errors()) == [("images", "arae"), ("images", "min_side")]
+
+
 def test_a_declaration_imports_only_the_layers_below_steps():
     """So validating a recipe loads no step code: a declaration module imports core, recipe (and pydantic)."""
     for target in registry.BUILTIN:

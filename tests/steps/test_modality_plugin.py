@@ -221,7 +221,7 @@ def test_a_plugin_modality_settings_are_checked_and_kept_in_a_dump(video_frames)
     assert src.settings_for("video_frames").max_frames == 3
     assert Source.model_validate(base).settings_for("video_frames").max_frames == 64   # the model's default
     dumped = src.model_dump(mode="json")
-    assert dumped["video_frames"] == {"frames_field": "frames", "max_frames": 3} and "plugin_settings" not in dumped
+    assert dumped["video_frames"] == {"frames_field": "frames", "max_frames": 3} and "modality_settings" not in dumped
     assert Source.model_validate(dumped) == src                    # a task spec validates back to the same source
     from curation.corpus.minhash import MinHashPhase
     assert MinHashPhase().covers(src)                              # what its declaration says

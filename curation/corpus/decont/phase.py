@@ -27,6 +27,7 @@ from curation.corpus.decont.benchmarks import check_fields
 from curation.corpus.decont.match import run_decont, run_decont_index
 from curation.corpus.decont.review import write_review
 from curation.errors import DecontaminationGuard, InputError, RecipeError
+from curation.steps.image.declaration import image_settings
 from curation.steps.image.phash import default_reductions, domain_reduce
 
 IMAGE_MODALITIES = ("image", "interleaved")   # sources whose images are matched by pHash (every image of a document)
@@ -91,8 +92,8 @@ class DecontPhase(CorpusPhase):
         cfg = ctx.loaded.recipe.decontamination
         benchmarks, image_benchmarks = _benchmarks(ctx.loaded, cfg)
         # benchmark images are hashed at every pHash reduction the image sources use (one per domain setting)
-        reductions = sorted({*default_reductions(), *(domain_reduce(s.image_settings().domain,
-                                                                      s.image_settings().phash_reduce)
+        reductions = sorted({*default_reductions(), *(domain_reduce(image_settings(s).domain,
+                                                                      image_settings(s).phash_reduce)
                                                         for s in ctx.loaded.recipe.sources
                                                         if s.modality in IMAGE_MODALITIES)})
         index = Node("decont_index", None, None, fingerprint(

@@ -16,6 +16,7 @@ from curation.core.contain import name_digests
 from curation.core.hashing import fingerprint
 from curation.core.layout import LONG_CONTEXT, shar_dir
 from curation.core.vocab import Vocabulary
+from curation.steps.audio.declaration import audio_settings
 from curation.steps.audio.fingerprint import fingerprint as spectral_fingerprint
 from curation.steps.audio.fingerprint import pcm_hash
 from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, SharShard
@@ -31,19 +32,19 @@ CHECKED = ("audio_field", "recording_field", "order_field", "start_field", "end_
 
 
 def _reader(src, path: Path, **kw):
-    return AudioManifestReader(path, settings=src.audio_settings(), text_field=src.input.text_field,
+    return AudioManifestReader(path, settings=audio_settings(src), text_field=src.input.text_field,
                                id_field=src.input.id_field, metadata_fields=src.input.metadata_fields, **kw)
 
 
 def _reader_settings(src) -> dict:
-    a = src.audio_settings()
+    a = audio_settings(src)
     return {"text_field": src.input.text_field, "id_field": src.input.id_field,
             "metadata_fields": src.input.metadata_fields,
             **{k: getattr(a, k) for k in CHECKED if k.endswith("_field")}}
 
 
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
-    a = src.audio_settings()
+    a = audio_settings(src)
     roots = src.input.allowed_roots(base_dir)
     return [StepSpec("audio_check", {**a.model_dump(mode="json", include=set(CHECKED)),
                                      "allow_roots": [str(r) for r in roots]},
@@ -57,7 +58,7 @@ def manifest_files(src, manifest: Path, base_dir: Path | None = None) -> str:
     names = set()
     for line in Path(manifest).read_bytes().splitlines():
         try:
-            names.add(str(json.loads(line.decode("utf-8", "surrogateescape"))[src.audio_settings().audio_field]))
+            names.add(str(json.loads(line.decode("utf-8", "surrogateescape"))[audio_settings(src).audio_field]))
         except (ValueError, KeyError, TypeError):
             continue
     base = Path(manifest).parent
@@ -89,7 +90,7 @@ class AudioProcessedWriter(ProcessedWriter):
 
 
 def _encoder(src, run: dict) -> StepSpec:
-    a = src.audio_settings()
+    a = audio_settings(src)
     settings = {"max_batch_seconds": a.max_batch_seconds, "interleave": a.interleave, "max_len": a.stage2_max_tokens}
 
     def build(**kw):

@@ -13,6 +13,7 @@ from curation.core.vocab import Vocabulary
 from curation.steps.base import StepSpec
 from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
+from curation.steps.image.declaration import image_settings
 from curation.steps.image.read import ImageCheck, ParquetImageReader, WebDatasetReader
 from curation.steps.image.recaption import check_file
 from curation.steps.modality import LedgerTable, Modality
@@ -32,7 +33,7 @@ def _reader_settings(src) -> dict:
 
 
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
-    im = src.image_settings()
+    im = image_settings(src)
     settings = {"min_side": im.min_side, "domain": im.domain, "phash_reduce": im.phash_reduce}
     if im.recaptions is None:
         return [StepSpec("image_check", settings, partial(ImageCheck, **settings))]
@@ -44,7 +45,7 @@ def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
 
 
 def _encoder(src, run: dict) -> StepSpec:
-    im = src.image_settings()
+    im = image_settings(src)
     settings = {"area": im.area, "caption": im.caption, "batch_tokens": im.batch_tokens}
 
     def build(**kw):
@@ -62,7 +63,7 @@ def _encoder(src, run: dict) -> StepSpec:
 
 
 def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
-    im = src.image_settings()
+    im = image_settings(src)
     return {"run": run, "source": src.name, "category": src.category, "domain": im.domain,
             "samples": counts["documents"], "image_tokens": counts["image"], "paired_text_tokens": counts["text"],
             "caption": im.caption, "area": im.area, "batches": int(totals["tokenize"].notes.get("batches", 0)) if "tokenize" in totals else 0}

@@ -30,6 +30,7 @@ from curation.core.layout import quarantine_path, review_dir
 from curation.core.record import QuarantineSink
 from curation.steps.base import Reject
 from curation.steps.image.captions import CAPTION_REASONS, caption_problems
+from curation.steps.image.declaration import image_settings
 from curation.steps.image.modality import IMAGE
 from curation.steps.image.recaption import check_file, load_recaptions
 
@@ -54,7 +55,7 @@ def flagged_ids(out: Path, source: str, shard: str) -> set[str]:
 
 
 def _recaptions(loaded, src) -> dict[str, str]:
-    name = src.image_settings().recaptions
+    name = image_settings(src).recaptions
     if name is None:
         return {}
     path = loaded.resolve(name)

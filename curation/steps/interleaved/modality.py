@@ -25,7 +25,9 @@ from curation.steps.base import StepSpec, settings_of
 from curation.steps.conversation.media_refs import is_url
 from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
+from curation.steps.image.declaration import image_settings
 from curation.steps.interleaved.check import LISTED_WITH_DOCUMENT, WITH_DOCUMENT, InterleavedCheck
+from curation.steps.interleaved.declaration import interleaved_settings
 from curation.steps.interleaved.read import (
     ParquetInterleavedReader,
     WebDatasetInterleavedReader,
@@ -36,7 +38,7 @@ from curation.steps.text.normalize import Normalize
 
 
 def _reader(src, path: Path, **kw):
-    common = {"settings": src.interleaved_settings(), "url_field": src.url_field,
+    common = {"settings": interleaved_settings(src), "url_field": src.url_field,
               "metadata_fields": src.input.metadata_fields}
     if src.input.format == "parquet":
         return ParquetInterleavedReader(path, id_field=src.input.id_field, **common, **kw)
@@ -46,11 +48,11 @@ def _reader(src, path: Path, **kw):
 def _reader_settings(src) -> dict:
     i = src.input
     return {"format": i.format, "id_field": i.id_field, "metadata_fields": i.metadata_fields,
-            "url_field": src.url_field, **src.interleaved_settings().model_dump(mode="json")}
+            "url_field": src.url_field, **interleaved_settings(src).model_dump(mode="json")}
 
 
 def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
-    n, im, il = src.normalize, src.image_settings(), src.interleaved_settings()
+    n, im, il = src.normalize, image_settings(src), interleaved_settings(src)
     image = {"min_side": im.min_side, "domain": im.domain, "phash_reduce": im.phash_reduce,
              "min_images": il.min_images, "on_bad_image": il.on_bad_image}
     return [StepSpec("normalize", settings_of(n), partial(Normalize, nfc=n.nfc, ftfy=n.ftfy)),
@@ -65,7 +67,7 @@ def image_files(src, path: Path, base_dir: Path | None = None) -> str | None:
     if src.input.format != "parquet":
         return None
     import pyarrow.parquet as pq
-    il = src.interleaved_settings()
+    il = interleaved_settings(src)
     root = Path(path).parent / il.image_root
     refs = set()
     pf = pq.ParquetFile(path)
@@ -85,7 +87,7 @@ def image_files(src, path: Path, base_dir: Path | None = None) -> str | None:
 
 
 def _encoder(src, run: dict) -> StepSpec:
-    im, il = src.image_settings(), src.interleaved_settings()
+    im, il = image_settings(src), interleaved_settings(src)
     settings = {"area": im.area, "batch_tokens": im.batch_tokens, "min_images": il.min_images}
 
     def build(**kw):
@@ -125,13 +127,13 @@ def _ledger_row(run: str, src, totals: dict, counts: dict) -> dict:
         for k, v in notes.items():
             if k.startswith(prefix):
                 dropped[k[len(prefix):]] = dropped.get(k[len(prefix):], 0) + int(v)
-    return {"run": run, "source": src.name, "category": src.category, "domain": src.image_settings().domain,
+    return {"run": run, "source": src.name, "category": src.category, "domain": image_settings(src).domain,
             "documents": counts["documents"], "images": g("images"),
             "images_listed": g("images_listed") + int(c.get(LISTED_WITH_DOCUMENT, 0)),
             "images_dropped": sum(dropped.values()),
             "images_dropped_by_reason": sorted(dropped.items()),
             "image_tokens": counts["image"], "text_tokens": counts["text"], "image_codes": g("image_codes"),
-            "text_runs": g("text_runs"), "area": src.image_settings().area, "batches": g("batches")}
+            "text_runs": g("text_runs"), "area": image_settings(src).area, "batches": g("batches")}
 
 
 INTERLEAVED_TABLE = pa.schema([

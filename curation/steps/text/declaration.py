@@ -25,9 +25,9 @@ def _reasoning(src) -> None:
 def _media_settings(src) -> None:
     """`images:` and `audio:` on a text source: the settings of the conversation media it expands."""
     form = src.input.conversation_form()
-    for kind, given in (("image", src.images), ("audio", src.audio)):
-        if src.modality == "text" and given is not None and kind not in (form.expand_media if form else []):
-            raise ValueError(f"`{'images' if kind == 'image' else kind}:` settings of a text source apply only to "
+    for kind, key in (("image", "images"), ("audio", "audio")):
+        if src.modality == "text" and src.gives(key) and kind not in (form.expand_media if form else []):
+            raise ValueError(f"`{key}:` settings of a text source apply only to "
                              f"conversations that expand them (`input.conversations.expand_media: [{kind}]`)")
 
 
@@ -35,6 +35,7 @@ TEXT = SourceModality(
     name="text",
     formats=("jsonl", "parquet", "warc", "html"),
     steps="curation.steps.text.modality:TEXT",
+    borrows=("images", "audio"),   # the settings of the conversation media it expands
     rules=(_web_formats, _synthetic_tasks, _reasoning, _media_settings),
     minhash=True,
 )

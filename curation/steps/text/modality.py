@@ -14,11 +14,13 @@ from curation.core.layout import NO_REASONING
 from curation.core.vocab import Vocabulary
 from curation.recipe import schema
 from curation.recipe.filters import QualityScore, Toxicity
+from curation.steps.audio.declaration import audio_settings
 from curation.steps.base import StepSpec, settings_of
 from curation.steps.conversation.media import ConversationMedia
 from curation.steps.conversation.media_refs import is_url
 from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
+from curation.steps.image.declaration import image_settings
 from curation.steps.modality import Modality
 from curation.steps.text.filters.document import (
     DatatroveFilter,
@@ -110,7 +112,7 @@ def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
              *[filter_spec(f, base_dir) for f in src.filters]]
     if kinds := _expands(src):   # the media are read and checked with the record, before any corpus phase
         media = {"kinds": kinds, "root": src.input.conversations.media_root,
-                 "min_side": src.image_settings().min_side, "max_seconds": src.audio_settings().max_seconds}
+                 "min_side": image_settings(src).min_side, "max_seconds": audio_settings(src).max_seconds}
         root = Path(path).parent / media["root"]
         specs.append(StepSpec("conversation_media", media, partial(ConversationMedia, **media | {"root": root})))
     return specs
@@ -120,10 +122,10 @@ def _encoder(src, run: dict) -> StepSpec:
     reasoning = src.reasoning.model_dump() if src.reasoning else None
     tasks = src.synthetic_tasks.model_dump() if src.synthetic_tasks else None
     kinds = _expands(src)
-    im = src.image_settings()
+    im = image_settings(src)
     media = {"expand_media": kinds, **({"area": im.area, "batch_tokens": im.batch_tokens} if "image" in kinds else {}),
              **{f"{k}_codec": run[f"{k}_codec_sha256"] for k in kinds}}
-    blocks = {"image": im, "audio": src.audio_settings()}
+    blocks = {"image": im, "audio": audio_settings(src)}
     for k in kinds:   # each codec's device request, under its own key (nothing for the CPU)
         media |= {f"{k}_{key}": v for key, v in device_settings(blocks[k]).items()}
 

@@ -12,7 +12,7 @@ import soundfile as sf
 
 from curation.core.record import QuarantineSink, Record
 from curation.errors import RecordError
-from curation.recipe.modalities import Audio
+from curation.steps.audio.declaration import Audio
 from curation.steps.audio.ingest import AudioCheck, AudioManifestReader, load_clip, to_mono
 from tests.conftest import REPO
 

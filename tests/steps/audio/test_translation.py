@@ -117,7 +117,7 @@ def test_the_marker_is_never_a_target(vocab):
 
 
 def test_reader_keeps_translations_and_quarantines_one_that_is_no_text(tmp_path):
-    from curation.recipe.modalities import Audio
+    from curation.steps.audio.declaration import Audio
     from curation.steps.audio.ingest import AudioManifestReader
     lines = [{"audio": "a.ogg", "text": "hello", "translation": "hallo", "translation_language": "de"},
              {"audio": "b.ogg", "text": "world", "translation": ["welt"]},
@@ -142,7 +142,7 @@ def test_reader_keeps_translations_and_quarantines_one_that_is_no_text(tmp_path)
 def test_a_translation_source_declares_its_target_language():
     from pydantic import ValidationError
 
-    from curation.recipe.modalities import Audio
+    from curation.steps.audio.declaration import Audio
     with pytest.raises(ValidationError, match="translation_field needs translation_language"):
         Audio(translation_field="translation")
 

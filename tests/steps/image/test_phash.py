@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image
 
 from curation.core.record import Record
-from curation.recipe.modalities import Images
+from curation.steps.image.declaration import Images
 from curation.steps.image.phash import (
     default_reductions,
     domain_phash,

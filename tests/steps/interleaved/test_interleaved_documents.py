@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from curation.core.record import QuarantineSink
-from curation.recipe.modalities import Interleaved
 from curation.steps.interleaved.check import InterleavedCheck
+from curation.steps.interleaved.declaration import Interleaved
 from curation.steps.interleaved.document import check_images, runs, segments, text_count
 from curation.steps.interleaved.read import (
     ParquetInterleavedReader,
@@ -211,7 +211,7 @@ def test_recipe_settings_of_interleaved_sources_are_checked(changes, message):
     from curation.recipe.schema import Source
     base = {"name": "s", "license": "CC0-1.0", "modality": "interleaved", "interleaved": {},
             "input": {"format": "parquet", "paths": ["*.parquet"]}}
-    assert Source.model_validate(base).interleaved_settings().on_bad_image == "drop_image"
+    assert Source.model_validate(base).settings_for("interleaved").on_bad_image == "drop_image"
     with pytest.raises(ValidationError, match=message):
         Source.model_validate(base | changes)
 
