@@ -201,27 +201,52 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                 "also hashes the whole set (`unsplit_sha256`, which keeps plans independent of the part size); "
                 "a task per part would spread the copy, leaving one streaming sha256 per source")
         else:   # finish: the driver's ledger, manifests, hand-off, report
-            secs = b * docs   # measured: what the driver does at the end, in one process
             d0, d1 = fit([(n, runs[str(n)]["phases"].get("finish", {}).get("driver", 0.0)) for n in sizes])
             driver_gb = (d0 + d1 * docs) / 1024
             mem = (f"driver {(d0 + d1 * docs) / 1024:,.1f} GB ({d1 * 1e3:,.3f} MB per 1,000 documents fitted; by "
                    f"what it holds: the stage's plan order, 16 bytes per planned occurrence ({docs * 16 / 1e9:,.0f} GB), "
                    "and a source's sampling arrays while drawn, ~32 bytes per document; the plan's nodes and markers "
                    "are per shard, the ledger's growing tables part files)")
-            note = (
-                "token counts and sha256 of the merged shards come from the merge tasks' markers, the cluster "
-                "tables are copied by DuckDB from the tasks' part files (at most 256 MB) and hashed 8,192 rows at "
-                f"a time; left in this one process, linear in time: the Megatron hand-off copies every planned "
-                f"token ({docs * tok_per_doc / 1e12:,.1f} TB) into the packed prefixes by default (with "
-                "`shards.max_handoff_bytes` each prefix is a task: the copy spreads over the cluster, measured 1.7× "
-                "on 2 workers at 1M; these hours are the default's), and the manifests' digests of the cluster "
-                "tables")
+            secs, note = _finish(results, docs, nodes, total_cores, b)
         if secs > worst[1]:
             worst = (phase, secs)
         total += secs
         rows.append(f"| {phase} | {kind} | {secs / 3600:,.2f} | {mem} | {note} |")
     head = ["| phase | kind | hours | memory per node | what bounds it |", "|---|---|---|---|---|"]
     return head + rows + [f"| **all** | | **{total / 3600:,.1f}** | | |"], worst[0], driver_gb
+
+
+MAX_PREFIX_TOKENS = 2**31 - 1   # megatron-core's int32 document length: the default bound of a packed prefix
+
+
+def _finish(results: dict, docs: float, nodes: int, total_cores: int, b: float) -> tuple[float, str]:
+    """The finish at `docs` documents: the driver's own steps, fitted (bench_finish_parts.py), and the copy into
+    the packed hand-off, which by default is a task per prefix of at most 2^31 - 1 tokens once a stage has more
+    (below that the driver writes its one prefix). Without `finish_parts`, the in-run finish's slope `b`."""
+    parts = results.get("finish_parts", {}).get("sizes", {})
+    if len(parts) < 2:
+        return b * docs, ("measured in one process (the driver): ledger, manifests, report and the hand-off's copy "
+                          "of every planned token")
+    sizes = sorted(int(n) for n in parts)
+    a0, a1 = fit([(n, parts[str(n)]["tasks"]["driver_own"]) for n in sizes])
+    big = parts[str(sizes[-1])]
+    tokens = big["tokens"] / sizes[-1] * docs
+    per_token = 2 * big["tasks"]["prefix_tasks"] / big["tokens"]   # task-seconds per token on the 2 workers
+    prefixes = math.ceil(tokens / MAX_PREFIX_TOKENS)
+    waves = math.ceil(prefixes / total_cores)
+    task_s = per_token * tokens / prefixes
+    io_s = 2 * tokens * 4 / (nodes * NODE_IO)   # read the merged shards, write the prefixes
+    copy_s = max(waves * task_s, io_s)
+    own_s = a0 + a1 * docs
+    note = (f"the driver's own steps {own_s / 3600:,.2f} h (fitted on bench_finish_parts.py: "
+            f"{a1 * 1e6:,.2f} s per million documents; linear in one process: the manifests' digests of the "
+            "growing ledger tables, DuckDB's copy of the part files into `ledger.duckdb`, the report, drawing "
+            "the stage's order and slicing it per prefix) + the Megatron hand-off's copy of "
+            f"{tokens * 4 / 1e12:,.1f} TB: by default {prefixes:,} prefixes of at most 2^31 - 1 tokens, each a "
+            f"task ({task_s:,.0f} s each at the measured {per_token * 1e9:,.1f} task-s per billion tokens; "
+            f"bound by the store's I/O, {io_s / 60:,.1f} min): a stage of more than one prefix is written by tasks, "
+            "so the copy is not the driver's (this model counted it there until 12-07: 2.42 h)")
+    return own_s + copy_s, note
 
 
 def section(results: dict) -> list[str]:

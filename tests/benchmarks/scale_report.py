@@ -279,6 +279,24 @@ def finish(results: dict) -> list[str]:
     return [*lines, "", *ab.get("notes", []), ""]
 
 
+def finish_parts(results: dict) -> list[str]:
+    """The finish part by part, the packed hand-off written by the driver and by tasks (`bench_finish_parts.py`)."""
+    fp = results.get("finish_parts", {})
+    if not fp:
+        return []
+    lines = ["## The finish part by part: the hand-off written by the driver or by tasks", "", fp["how"], "",
+             "| documents | planned tokens | hand-off by | copy s | driver's own s (hand-off plan, ledger rows, "
+             "ledger, manifests, report) | `curate run` s | load (1 min) |", "|---|---|---|---|---|---|---|"]
+    for n in sorted(fp["sizes"], key=int):
+        r = fp["sizes"][n]
+        for who, label in (("driver", "the driver, one prefix"),
+                           ("tasks", f"2 Ray workers, prefixes of ≤ {r['max_handoff_bytes'] / 2**20:,.0f} MiB")):
+            copy = r[who].get("driver_copy" if who == "driver" else "prefix_tasks", 0.0)
+            lines.append(f"| {int(n):,} | {r['tokens']:,} | {label} | {copy:.2f} | {r[who]['driver_own']:.2f} | "
+                         f"{r[who]['command']:.1f} | {r['load']} |")
+    return [*lines, "", *fp.get("notes", []), ""]
+
+
 def render(results: dict) -> None:
     m = results.get("machine", {})
     text = [
@@ -313,6 +331,7 @@ def scale_report_text(results: dict) -> list[str]:
         *READING[3 if not results.get("datatrove") else 0:], *pace(results), "",
         "## Goals", "", *goals(results), "",
         *finish(results),
+        *finish_parts(results),
         "## What each process holds (the bounds)", "", *BOUNDS, "",
         "## The same outputs as before", "", *SAME, "",
         "## Executor: local below a size, Ray above", "",
