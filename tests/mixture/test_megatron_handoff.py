@@ -367,3 +367,33 @@ def test_packed_prefixes_written_by_tasks_are_the_prefixes_the_driver_writes(tmp
     layout(stage_sequences(tmp_path / "driver" / "manifests", sources, f"fp{seed}", seq, pad, packing), sizes, pad,
            sinks)
     assert [files[f"{p['name']}.bin"] for p in driver["prefixes"]] == [k.b for k in sinks]
+
+
+def test_by_default_a_stage_over_one_int32_prefix_is_written_a_prefix_per_task(tmp_path, monkeypatch):
+    """Unset `shards.max_handoff_bytes`, a prefix holds up to megatron-core's int32 document length; a stage
+    above it (every stage at a billion documents) has each of its prefixes written by a task of the run's
+    executor, not by the driver: the cost model counts that copy as tasks (scale_model.py). The bound is made
+    small here; the files are the driver's one-pass ones, and no `max_prefix_tokens` enters the manifest."""
+    import curation.mixture.megatron as megatron
+    from curation.runtime.local import LocalExecutor
+
+    monkeypatch.setattr(megatron, "MAX_DOCUMENT_TOKENS", 4 * 3 + 1)   # three sequences of 4 and the extra token
+    docs = [[int(t) for t in range(1 + d, 6 + d)] + [0] for d in range(9)]
+    ran = []
+
+    def hand_off(out: Path, tasks):
+        sources = [_source(out, "a", docs, [1] * len(docs))]
+        section = write_handoff(out, out / "manifests", "s", 4, sources, None, VOCAB, stage_fp="fp", tasks=tasks)
+        return section, _files_of(out / "megatron" / "s")
+
+    with LocalExecutor(progress=False) as ex:
+        def tasks(fn, calls, phase):
+            ran.append((fn.__name__, [key for key, _ in calls], phase))
+            return ex.map(fn, calls, phase)
+        by_tasks, files = hand_off(tmp_path / "tasks", tasks)
+    by_driver, driver_files = hand_off(tmp_path / "driver", None)
+    names = [p["name"] for p in by_driver["prefixes"]]
+    assert len(names) == 5 and names[0] == "packed-000"               # 54 tokens: 14 sequences in 5 prefixes
+    assert ran == [("packed_prefix", [f"handoff/s/{n}" for n in names], "handoff")]
+    assert files == driver_files and "max_prefix_tokens" not in by_tasks
+    assert {k: v for k, v in by_tasks.items() if k != "files"} == {k: v for k, v in by_driver.items() if k != "files"}
