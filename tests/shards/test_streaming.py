@@ -57,6 +57,31 @@ def test_counting_in_blocks_equals_counting_at_once(tmp_path):
     assert max(b.size for b in blocks) == 7 and np.array_equal(np.concatenate(blocks), everything)
 
 
+def test_counts_by_modality_are_the_ids_classified_one_by_one():
+    """`count_block` (edge comparisons, a bincount of the reserved block) against classifying every distinct id:
+    its block, and for a reserved id its marker's modality (an unnamed one is a text control token); ids
+    outside the vocabulary count nowhere."""
+    from curation.shards.counting import _kind
+
+    names = {VOCAB.block("reserved").start + off: name for name, off in VOCAB.reserved.items()}
+
+    def oracle(ids):
+        counts = {"text": 0, "image": 0, "audio": 0}
+        for i, n in zip(*np.unique(ids, return_counts=True)):
+            block = next((b for b in VOCAB.blocks if b.start <= i < b.stop), None)
+            if block is not None:
+                counts[_kind(names[i]) if int(i) in names else "text" if block.name == "reserved" else block.name] += n
+        return counts
+
+    rng = np.random.default_rng(1)
+    top, reserved = VOCAB.blocks[-1].stop, VOCAB.block("reserved")
+    arrays = [np.concatenate(_mixed_docs(rng, 40)), rng.integers(-3, top + 3, 3000),
+              rng.integers(reserved.start, reserved.stop, 500), np.zeros(0, np.int64)]
+    for ids in arrays:
+        for dtype in (np.int32, np.int64):
+            assert count_block(ids.astype(dtype), VOCAB.blocks, VOCAB.reserved) == oracle(ids)
+
+
 def test_damaged_shards_are_still_refused(tmp_path):
     _shard(tmp_path / "s", [[1, 2, 3], [4, 5]])
     with open(tmp_path / "s.bin", "ab") as f:
