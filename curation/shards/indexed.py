@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +170,7 @@ def merge(parts: list[Path], prefix: Path, *, chunk: int = CHUNK, tokens=None, h
     return n_seq
 
 
+EMPTY_SHA256 = hashlib.sha256().hexdigest()   # an empty set's `.bin`: no file, no bytes
 PART = ".part-"   # a split shard set's k-th part is `<prefix>.part-<k:05d>` (`split_merge`)
 
 
@@ -185,7 +188,7 @@ def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int =
     so what identifies the documents does not depend on the part size."""
     dtype, counts = _headers(parts, prefix)
     cuts = plan_cuts(parts, dtype, max_bytes, chunk)
-    whole_bin = hashlib.sha256()
+    whole_bin = hashlib.sha256() if len(cuts) > 1 else None   # one part: its own digest is the whole set's
     if len(cuts) == 1:
         targets = [Path(prefix)]
     else:
@@ -199,8 +202,10 @@ def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int =
         written.append((target, docs, hashes))
         doc, byte = doc + docs, byte + nbytes
     if whole is not None:
-        whole[".bin"] = whole_bin.hexdigest()
-        whole[".idx"] = written[0][2][".idx"] if len(cuts) == 1 else index_sha256(parts, chunk)
+        if whole_bin is None:
+            whole[".bin"], whole[".idx"] = written[0][2].get(".bin", EMPTY_SHA256), written[0][2][".idx"]
+        else:
+            whole[".bin"], whole[".idx"] = whole_bin.hexdigest(), index_sha256(parts, chunk)
     return written
 
 
@@ -280,12 +285,11 @@ def _write_range(parts: list[Path], counts: list[int], prefix: Path, dtype: np.d
     n_seq = docs[1] - docs[0]
     bin_tmp, idx_tmp = Path(f"{prefix}.bin.tmp"), Path(f"{prefix}.idx.tmp")
     bin_hash, idx_hash = hashlib.sha256(), hashlib.sha256()
-    with named(bin_tmp), open(bin_tmp, "wb") as out:
+    with named(bin_tmp), open(bin_tmp, "wb") as out, \
+            _Digests([h for h in (bin_hash if hashes is not None else None, whole) if h is not None]) as digests:
         for block in _bin_blocks(parts, *span):
+            digests.update(block)
             out.write(block)
-            for h in (bin_hash if hashes is not None else None, whole):
-                if h is not None:
-                    h.update(block)
             if tokens is not None:
                 tokens(np.frombuffer(block, dtype=dtype))
     with named(idx_tmp), open(idx_tmp, "wb") as f:
@@ -325,6 +329,38 @@ def _bin_blocks(parts: list[Path], start: int, end: int | None) -> Iterator[byte
                 if left is not None:
                     left -= len(block)
         at += size
+
+
+class _Digests:
+    """sha256 objects fed the same blocks, in order, on a thread of their own: hashlib releases the GIL for a
+    block, so hashing overlaps the caller's reads, writes and token counts (a merge hashes every byte twice:
+    its part's digest and the whole set's). At most `ahead` blocks wait; leaving the `with` waits for all."""
+
+    def __init__(self, hashes: list, ahead: int = 4):
+        self.hashes, self.ahead, self.pending = hashes, ahead, deque()
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="sha256") if hashes else None
+
+    def _update(self, block: bytes) -> None:
+        for h in self.hashes:
+            h.update(block)
+
+    def update(self, block: bytes) -> None:
+        if self.pool is None:
+            return
+        if len(self.pending) >= self.ahead:
+            self.pending.popleft().result()
+        self.pending.append(self.pool.submit(self._update, block))
+
+    def __enter__(self) -> _Digests:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            try:
+                while self.pending:
+                    self.pending.popleft().result()
+            finally:
+                self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Hashing:

@@ -3,6 +3,7 @@ every reader by document index (sequences, both hand-offs, the blend's stage ind
 the same documents as one prefix give."""
 from __future__ import annotations
 
+import hashlib
 import os
 from functools import partial
 from pathlib import Path
@@ -71,13 +72,16 @@ def test_parts_are_cut_between_documents_and_hold_the_merged_documents_in_order(
 def test_one_part_is_the_merge_byte_for_byte_and_an_empty_set_is_an_idx_alone(tmp_path):
     inputs = _parts(tmp_path, [DOCS[:3], DOCS[3:]])
     merge(inputs, tmp_path / "one" / "a")
-    [(prefix, n, _)] = split_merge(inputs, tmp_path / "big" / "a", 4 * 2**30)
+    whole: dict = {}
+    [(prefix, n, _)] = split_merge(inputs, tmp_path / "big" / "a", 4 * 2**30, whole=whole)
     assert prefix == tmp_path / "big" / "a" and n == len(DOCS)
     for e in (".bin", ".idx"):
         assert Path(f"{prefix}{e}").read_bytes() == (tmp_path / "one" / f"a{e}").read_bytes()
+        assert whole[e] == sha256_file(Path(f"{prefix}{e}"))     # one part: its own digests, hashed once
     empty = _parts(tmp_path / "e", [[], []])
-    [(prefix, n, hashes)] = split_merge(empty, tmp_path / "e" / "a", 1024)
+    [(prefix, n, hashes)] = split_merge(empty, tmp_path / "e" / "a", 1024, whole=whole)
     assert n == 0 and list(hashes) == [".idx"] and not Path(f"{prefix}.bin").exists()
+    assert whole == {".bin": hashlib.sha256().hexdigest(), ".idx": hashes[".idx"]}
     assert plan_cuts(empty, np.dtype(np.int32), 1024) == [(0, 0)]
     with pytest.raises(FileNotFoundError, match="numbered without a gap"):
         ShardSet.on_disk(tmp_path / "nothing" / "a")
@@ -159,3 +163,25 @@ def test_a_blend_lists_one_prefix_per_part_each_indexing_its_parts_bin(tmp_path)
     assert check_handoff(m, out / "manifests") == []
     os.unlink(out / "megatron" / "s" / "a.part-00004.idx")
     assert any("a.part-00004.idx is missing" in p for p in check_handoff(m, out / "manifests"))
+
+
+def test_digests_on_their_thread_are_the_digests_of_the_blocks_in_order():
+    """`_Digests` hashes on a thread while a merge reads and writes (at most `ahead` blocks waiting): the same
+    digests as hashing the blocks in turn, and an error in the body leaves no thread behind."""
+    from curation.shards.indexed import _Digests
+
+    rng = np.random.default_rng(3)
+    blocks = [rng.integers(0, 256, int(rng.integers(0, 5000)), dtype=np.uint8).tobytes() for _ in range(200)]
+    a, b = hashlib.sha256(), hashlib.md5()
+    with _Digests([a, b], ahead=2) as digests:
+        for block in blocks:
+            digests.update(block)
+    assert (a.hexdigest(), b.hexdigest()) == (hashlib.sha256(b"".join(blocks)).hexdigest(),
+                                              hashlib.md5(b"".join(blocks)).hexdigest())
+    with _Digests([]) as nothing:   # nothing to hash: no thread
+        nothing.update(b"x")
+    assert nothing.pool is None
+    with pytest.raises(OSError, match="disk full"), _Digests([hashlib.sha256()]) as digests:
+        digests.update(b"y" * 10)
+        raise OSError("disk full")
+    assert digests.pool._shutdown
