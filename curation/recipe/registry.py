@@ -104,6 +104,11 @@ def registered() -> dict[str, SourceModality]:
                     raise ValueError(f"modality registration {where}: its settings key {key!r} is already "
                                      f"the settings of {owner!r}")
             table[decl.name] = decl
+        owned = {key for m in table.values() for key in m.settings}
+        for decl in table.values():   # a borrowed key must be some modality's (a typo would refuse it everywhere)
+            if unknown := sorted(set(decl.borrows) - owned):
+                raise ValueError(f"modality registration of {decl.name!r}: it borrows the settings key(s) {unknown}, "
+                                 f"which no registered modality declares (known: {sorted(owned)})")
         _registry = table
     return _registry
 

@@ -85,7 +85,9 @@ def test_registrations_that_are_refused(extra):
     text = registry.registered()["text"]
     for decl, message in [(text, "'text' is registered twice"),
                           (object(), "names a object, not a curation.recipe.registry.SourceModality"),
-                          (registry.SourceModality("Video", ("jsonl",), "x:y"), "is not lower-case")]:
+                          (registry.SourceModality("Video", ("jsonl",), "x:y"), "is not lower-case"),
+                          (registry.SourceModality("video", ("jsonl",), "x:y", borrows=("image",)),
+                           r"'video': it borrows the settings key\(s\) \['image'\], which no registered")]:
         extra[:] = [decl]
         registry.reload()
         with pytest.raises((ValueError, TypeError), match=message):
