@@ -111,6 +111,6 @@ def record(rid: str, items: list):
         layout.append(["text", t] if isinstance(it, str) else ["image", i])
         t, i = (t + 1, i) if isinstance(it, str) else (t, i + 1)
     media = [it for it in items if not isinstance(it, str)]
-    return Record(id=rid, source="web", text=join_texts(texts), media=media,
+    return Record(id=rid, source="web", text=join_texts(texts), payload={"media": media},
                   meta={"layout": layout, "images": [{"ref": f"{rid}/{k}"} for k in range(len(media))],
                         "images_listed": len(media)})

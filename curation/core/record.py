@@ -22,13 +22,11 @@ class Record:
     # token sequences this record writes, by shard suffix ("" = the source's own shards; see
     # `curation.core.layout` for the others), set by the tokenize step
     shards: dict[str, list] = field(default_factory=dict)
-    image: bytes | None = None  # the encoded image of an image sample (its caption is `text`)
-    audio: Any = None           # float32 24 kHz mono PCM of an audio clip (its transcript is `text`)
-    # encoded media files of a record that holds several, in the order its `meta` lists them: the images of an
-    # interleaved document (`meta["images"]`), the images and clips of a conversation (`meta["media"]`)
-    media: list[bytes | None] | None = None
-    # the values of any other modality (a plug-in's frames, boxes, ...), by its processed column: a new
-    # modality needs no new field here (`Modality.extra_row` writes them, `record_columns` reads them back)
+    # what a sample holds besides its text, by processed column, so that no modality is a field here
+    # (`Modality.extra_row` writes them, `record_columns` reads them back): `image`, the encoded image of an
+    # image sample (its caption is `text`); `audio`, the float32 24 kHz mono PCM of a clip (its transcript is
+    # `text`); `media`, the encoded files of a record that holds several, in the order its `meta` lists them
+    # (an interleaved document's `meta["images"]`, a conversation's `meta["media"]`); a plug-in's own values
     payload: dict[str, Any] = field(default_factory=dict)
 
 

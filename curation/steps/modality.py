@@ -25,7 +25,6 @@ from curation.steps.base import Reader, StepSpec
 
 BASE_COLUMNS = [("id", pa.string()), ("text", pa.string()), ("meta", pa.string()), ("content_hash", pa.binary(16))]
 ROW_GROUP = 1024
-RECORD_FIELDS = frozenset(Record.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Modality:
     checks: Callable[[object, Location, Path], list[StepSpec]]   # (src, input path or URL, recipe dir) -> checks
     encoder: Callable[[object, dict], StepSpec]        # (src, encode settings of the run) -> tokenize step
     outputs: Callable[[object], tuple[str, ...]]       # shard suffixes the tokenize step writes
-    record_columns: tuple[str, ...] = ()                # extra columns the encoder reads back (Record fields)
+    record_columns: tuple[str, ...] = ()                # extra columns the encoder reads back (into `Record.payload`)
     codec: str | None = None                           # the recipe key naming its codec (`image_tokenizer`)
     # the codecs one source's encoder runs, {kind: recipe key} (default: {name: codec}); a text source that
     # expands conversation media runs the image and/or audio codec, an interleaved source the image codec
@@ -126,11 +125,11 @@ class ProcessedWriter:
 
 def read_processed(path: Path, source: str, columns: tuple[str, ...] = ()) -> Iterator[Record]:
     """The records of a processed shard, streamed one row group at a time (`ROW_GROUP` rows as written);
-    `columns`: extra Record fields to fill (a column that is none goes into `Record.payload`). Not `iter_batches`: it reads ahead, about a whole text column."""
+    `columns`: extra columns read back into `Record.payload`. Not `iter_batches`: it reads ahead, about a whole
+    text column."""
     pf = pq.ParquetFile(path)
     for group in range(pf.num_row_groups):
         cols = pf.read_row_group(group, columns=["id", "text", "meta", *columns]).to_pydict()
         for i, (rid, text, meta) in enumerate(zip(cols["id"], cols["text"], cols["meta"])):
-            fields = {c: cols[c][i] for c in columns if c in RECORD_FIELDS}
-            payload = {c: cols[c][i] for c in columns if c not in RECORD_FIELDS}
-            yield Record(id=rid, source=source, text=text, meta=json.loads(meta), payload=payload, **fields)
+            yield Record(id=rid, source=source, text=text, meta=json.loads(meta),
+                         payload={c: cols[c][i] for c in columns})

@@ -73,10 +73,10 @@ def main() -> None:
         ids = [e.ids for e in vocab.tokenizer.encode_batch([r.text for r in records], add_special_tokens=False)]
         write_shar(tmp / "shard.shar", records, ids)
         t_shar = time.perf_counter() - t
-        seconds = sum(r.audio.size for r in records) / 24000
+        seconds = sum(r.payload["audio"].size for r in records) / 24000
         quarantined = dict(check.stats.quarantined)
 
-        durations = [r.audio.size / 24000 for r in records]
+        durations = [r.payload["audio"].size / 24000 for r in records]
         cuts = CutSet.from_shar(in_dir=str(tmp / "shard.shar"))
         bucketed = [[c.duration for c in b] for b in bucketed_batches(cuts, len(records), args.max_batch_seconds)]
         per = max(1, round(len(records) / len(bucketed)))

@@ -120,7 +120,7 @@ def encode_overlap(blobs: list[bytes], n: int) -> dict:
         with Image.open(io.BytesIO(data)) as img:
             w, h = img.size
         records.append(Record(id=str(i), source="bench", text=f"image {i}", meta={"width": w, "height": h},
-                              image=data))
+                              payload={"image": data}))
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, prefetch in (("off", False), ("prefetch", True)):

@@ -141,7 +141,7 @@ def image_checks(images, codec_path: str, cuda: bool, area: int, compare: int, n
     records = []
     for i in range(max(n, n_cpu)):
         name, data, img = decoded[i % len(decoded)]
-        records.append(Record(id=f"{i:06d}", source="bench", text=name, image=data,
+        records.append(Record(id=f"{i:06d}", source="bench", text=name, payload={"image": data},
                               meta={"width": img.width, "height": img.height}))
     lines += ["", f"Tokenize step (`ImageTokenizer`: {f'{n} images on CUDA, ' if cuda else ''}{n_cpu} on the CPU, "
               f"the {len(decoded)} real "

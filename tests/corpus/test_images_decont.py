@@ -126,12 +126,12 @@ def test_satellite_tile_matches_its_reencoded_copy_at_the_satellite_settings(tmp
     landsat = decode((sat / "rasterio_RGB.byte.tif").read_bytes())
     others = [landsat.crop((x, y, x + 256, y + 256)) for x, y in ((128, 128), (384, 128), (256, 384))]
     others.append(decode((sat / "rasterio_rgb4.tif").read_bytes()).crop((136, 63, 392, 319)))
-    training = [Record(id=f"t{i}", source="sat", text="", image=encode(img, "JPEG", quality=85))
+    training = [Record(id=f"t{i}", source="sat", text="", payload={"image": encode(img, "JPEG", quality=85)})
                 for i, img in enumerate([tile, *others])]
     out = tmp_path / "out"
     _processed(out, "sat", training, "satellite")
-    _processed(out, "photos", [Record(id="p0", source="photos", text="", image=encode(photo.resize((320, 240)),
-                                                                                       "JPEG", quality=85))],
+    photo_jpeg = encode(photo.resize((320, 240)), "JPEG", quality=85)
+    _processed(out, "photos", [Record(id="p0", source="photos", text="", payload={"image": photo_jpeg})],
                "natural")
 
     run_decont_index(out, Node("decont_index", None, None, "f", spec={
@@ -147,5 +147,5 @@ def test_satellite_tile_matches_its_reencoded_copy_at_the_satellite_settings(tmp
                            for r in pq.read_table(flags_path(out, source, "00000")).to_pylist()}
     assert flagged["sat"] == {("t0", "tile.png", 0)}
     assert {(i, item) for i, item, _ in flagged["photos"]} == {("p0", "photo.png")}
-    copy = phash64(decode(training[0].image), 16)
+    copy = phash64(decode(training[0].payload["image"]), 16)
     assert distance(phash64(tile, 16), copy) == 0 < distance(phash64(tile, 32), copy)   # mixed settings miss it

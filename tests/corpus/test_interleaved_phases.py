@@ -21,14 +21,14 @@ def _write(out, modality: str, source: str, records: list[Record]) -> None:
 
 def _sample(rid: str, data: bytes) -> Record:
     img = decode(data)
-    return Record(id=rid, source="photos", text="", image=data,
+    return Record(id=rid, source="photos", text="", payload={"image": data},
                   meta={"domain": "natural", "phash": domain_phash(img, "natural"), "phash_reduce": 32,
                         "width": img.width, "height": img.height})
 
 
 def _doc(rid: str, items: list) -> Record:
     r = document(rid, items)
-    for m, data in zip(r.meta["images"], r.media):
+    for m, data in zip(r.meta["images"], r.payload["media"]):
         m.update(phash=domain_phash(decode(data), "natural"), phash_reduce=32)
     r.meta["domain"] = "natural"
     return r

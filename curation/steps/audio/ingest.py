@@ -193,7 +193,7 @@ class AudioManifestReader(Reader):
 
 class AudioCheck(Step):
     """Open (inside the input tree only), decode, resample and check one clip; keeps the 24 kHz PCM in
-    `record.audio`. `base` is the manifest's folder, `allow_roots` the recipe's `input.allow_roots`."""
+    `record.payload["audio"]`. `base` is the manifest's folder, `allow_roots` the recipe's `input.allow_roots`."""
     name = "audio_check"
 
     def __init__(self, *, settings, base: Path, allow_roots: list[Path] = (), **kw):
@@ -235,7 +235,7 @@ class AudioCheck(Step):
                 raise RecordError("translation_mismatch", f"{m['file']}: {len(m['translation'])} characters of "
                                   f"translation for {seconds:.2f} s ({rate:.1f}/s, allowed {lo}-{hi})")
         m.update({"seconds": round(seconds, 4), "samples": int(wave.size)})
-        record.audio = wave
+        record.payload["audio"] = wave
         return record
 
 
@@ -263,7 +263,7 @@ class SharShard:
 
     def add(self, r: Record) -> None:
         from lhotse import MonoCut, Recording, SupervisionSegment
-        rec = Recording.from_bytes(flac_bytes(r.audio), recording_id=r.id)
+        rec = Recording.from_bytes(flac_bytes(r.payload["audio"]), recording_id=r.id)
         m = r.meta
         sups = [SupervisionSegment(id=r.id, recording_id=r.id, start=0, duration=rec.duration, text=r.text,
                                    language=m.get("language"), speaker=m.get("speaker"),

@@ -140,8 +140,8 @@ def _decont_text(transcript: str, meta: dict) -> str:
 AUDIO = Modality(
     name="audio",
     extra_columns=[("fingerprint", pa.binary())],
-    content_hash=lambda r: pcm_hash(r.audio)[:16],
-    extra_row=lambda r: {"fingerprint": spectral_fingerprint(r.audio).astype("<u4").tobytes()},
+    content_hash=lambda r: pcm_hash(r.payload["audio"])[:16],
+    extra_row=lambda r: {"fingerprint": spectral_fingerprint(r.payload["audio"]).astype("<u4").tobytes()},
     reader=_reader,
     reader_settings=_reader_settings,
     checks=_checks,

@@ -7,7 +7,7 @@ a path under the media root (`conversations.media_root`, relative to the input f
 not leave it). URLs are refused: nothing is downloaded at run time. An image is decoded and validated
 as an image sample is (`curation.steps.image.decode`; shorter than `images.min_side`:
 `image_too_small`); a clip is decoded, mixed to mono and resampled to 24 kHz, checked against
-`audio.max_seconds`, and kept as FLAC. The bytes travel with the record (`record.media`, the processed
+`audio.max_seconds`, and kept as FLAC. The bytes travel with the record (`record.payload["media"]`, the processed
 column `media`), the sizes and durations in `meta["media"]`.
 
 A conversation is a whole: a placeholder without its media cannot be trained on, so any media item that
@@ -67,5 +67,5 @@ class ConversationMedia(Step):
                 blobs.append(self._image(data, item) if kind == "image" else self._audio(data, item))
             except RecordError as e:
                 raise RecordError(e.reason, f"media item {i} ({kind}, {item['ref'][:120]!r}): {e.detail}") from None
-        record.media = blobs or None
+        record.payload["media"] = blobs or None
         return record

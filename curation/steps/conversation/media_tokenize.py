@@ -58,7 +58,7 @@ class ConversationMediaTokenizer(ShardStep):
         """Codes of every media item of the shard, by `<record id>\\0<item>`."""
         images, clips = [], []
         for g, r in enumerate(records):
-            for i, (item, data) in enumerate(zip(r.meta["media"], r.media or [])):
+            for i, (item, data) in enumerate(zip(r.meta["media"], r.payload.get("media") or [])):
                 key = f"{r.id}\x00{i}"
                 if item["kind"] == "image":
                     images.append(ImageItem(key, data, int(item["width"]), int(item["height"]), g))

@@ -106,7 +106,7 @@ class WebDatasetReader(Reader):
             except (UnicodeError, json.JSONDecodeError) as e:
                 yield Reject(loc, "bad_caption_encoding", f"{self.path}: sample {key!r}: {e}")
                 continue
-            yield Record(id=key, source=self.source, text=caption, meta=meta, image=image)
+            yield Record(id=key, source=self.source, text=caption, meta=meta, payload={"image": image})
 
 
 class ParquetImageReader(Reader):
@@ -137,7 +137,7 @@ class ParquetImageReader(Reader):
                     rid = str(obj[self.id_field]) if self.id_field and obj.get(self.id_field) is not None else loc
                     caption = obj.get(self.caption_field)
                     yield Record(id=rid, source=self.source, text=caption if isinstance(caption, str) else "",
-                                 meta={k: obj[k] for k in self.metadata_fields if k in obj}, image=bytes(image))
+                                 meta={k: obj[k] for k in self.metadata_fields if k in obj}, payload={"image": bytes(image)})
         except (pa.ArrowException, OSError) as e:
             yield Reject(f"{self.shard_label}:{row + 1}", "corrupt_file",
                          f"{self.path}: unreadable after row {row} ({e}); re-fetch the file")
@@ -184,7 +184,7 @@ class ImageCheck(Step):
             raise RecordError(problem, ("regenerated caption " if new is not None else "") + repr(record.text[:200]))
 
     def process(self, record: Record) -> Record | Drop:
-        img = self._decode(record.image)  # RecordError -> quarantined by the base class with its reason
+        img = self._decode(record.payload["image"])  # RecordError -> quarantined by the base class with its reason
         if min(img.size) < self.min_side:
             return Drop("image_too_small")
         self._caption(record)

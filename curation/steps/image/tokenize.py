@@ -60,7 +60,7 @@ class ImageTokenizer(ShardStep):
         start = time.perf_counter()
         pixels = []
         for r in batch:
-            img = decode(r.image)
+            img = decode(r.payload["image"])
             pixels.append(to_pixels(img, target_size(img.width, img.height, self.area, self.codec.patch)))
         texts = self._texts(batch)
         self.timing["load"] += time.perf_counter() - start

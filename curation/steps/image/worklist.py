@@ -81,7 +81,7 @@ def worklist_rows(loaded, out: Path) -> list[dict]:
                 wanted.discard(item.id)   # a repeated id was quarantined by the reader: its first copy is the one
                 again = recaptions.get(item.id)
                 rows.append({"source": src.name, "shard": f.shard_id, "id": item.id, "input": f.rel,
-                             "position": position, "image": item.image, "caption": item.text,
+                             "position": position, "image": item.payload["image"], "caption": item.text,
                              "regenerated_caption": again,
                              "reasons": caption_problems(item.text if again is None else again)})
     return rows

@@ -63,7 +63,7 @@ class InterleavedCheck(Step):
 
     def process(self, record: Record) -> Record | Drop:
         notes = self.stats.notes
-        images, infos = record.media or [], record.meta["images"]
+        images, infos = record.payload.get("media") or [], record.meta["images"]
         notes["images_in"] += len(images)
         drops, why = {}, []
         for j, (data, info) in enumerate(zip(images, infos)):
@@ -81,11 +81,11 @@ class InterleavedCheck(Step):
         remove_images(record, drops)
         record.meta["domain"] = self.domain
         check_images(record)
-        notes["images_kept"] += len(record.media)
-        if len(record.media) < self.min_images:
+        notes["images_kept"] += len(record.payload["media"])
+        if len(record.payload["media"]) < self.min_images:
             self._with_document(record, "too_few_images")
             listed = record.meta.get("images_listed", len(images))
-            return Drop("too_few_images", f"{len(record.media)} of {listed} image(s) usable, min_images "
+            return Drop("too_few_images", f"{len(record.payload['media'])} of {listed} image(s) usable, min_images "
                         f"{self.min_images}" + (f"; {'; '.join(why)}" if why else ""))
         return record
 
@@ -96,7 +96,7 @@ class InterleavedCheck(Step):
         counts = dict(record.meta.get("image_drops", {}))
         for reason in bad.values():
             counts[reason] = counts.get(reason, 0) + 1
-        usable = len(record.media or []) - len(bad)
+        usable = len(record.payload.get("media") or []) - len(bad)
         notes[LISTED_WITH_DOCUMENT] += int(record.meta.get("images_listed", usable + sum(counts.values())))
         for reason, n in counts.items():
             notes[WITH_DOCUMENT + reason] += n

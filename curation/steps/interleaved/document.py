@@ -68,7 +68,7 @@ def remove_images(record, drops: dict[int, str]) -> None:
     for old in range(len(meta["images"])):
         if old not in drops:
             new[old] = len(new)
-    record.media = [b for i, b in enumerate(record.media) if i in new]
+    record.payload["media"] = [b for i, b in enumerate(record.payload["media"]) if i in new]
     meta["images"] = [m for i, m in enumerate(meta["images"]) if i in new]
     meta["layout"] = [[k, new[v] if k == "image" else v] for k, v in meta["layout"] if k != "image" or v in new]
 
@@ -76,7 +76,7 @@ def remove_images(record, drops: dict[int, str]) -> None:
 def check_images(record) -> None:
     """Conservation of one document's images: listed = kept + removed (by reason)."""
     meta = record.meta
-    kept, removed = len(record.media or []), sum(meta.get("image_drops", {}).values())
+    kept, removed = len(record.payload.get("media") or []), sum(meta.get("image_drops", {}).values())
     placed = sum(kind == "image" for kind, _ in meta["layout"])
     if meta["images_listed"] != kept + removed or placed != kept or len(meta["images"]) != kept:
         raise ConservationError(f"document {record.id!r}: {meta['images_listed']} image(s) listed, {kept} kept, "

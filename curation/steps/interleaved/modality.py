@@ -107,7 +107,7 @@ def _encoder(src, run: dict) -> StepSpec:
 def document_hash(record) -> bytes:
     """What exact dedup compares: the joined text and every image's bytes, in order."""
     h = hashlib.blake2b(record.text.encode("utf-8"), digest_size=16)
-    for m in record.media or []:
+    for m in record.payload.get("media") or []:
         h.update(content_hash(m))
     return h.digest()
 
@@ -147,7 +147,7 @@ INTERLEAVED = Modality(
     name="interleaved",
     extra_columns=[("media", pa.list_(pa.binary()))],
     content_hash=document_hash,
-    extra_row=lambda r: {"media": r.media},
+    extra_row=lambda r: {"media": r.payload.get("media")},
     reader=_reader,
     reader_settings=_reader_settings,
     checks=_checks,

@@ -121,7 +121,8 @@ class _Documents:
         if url is not None:
             meta[self.url_field] = url
         meta.update(layout=layout, images=[m for _, m in resolved], images_listed=len(entries))
-        return Record(id=rid, source=self.source, text=join_texts(segs), meta=meta, media=[b for b, _ in resolved])
+        return Record(id=rid, source=self.source, text=join_texts(segs), meta=meta,
+                      payload={"media": [b for b, _ in resolved]})
 
 
 class ParquetInterleavedReader(_Documents, Reader):

@@ -65,15 +65,15 @@ class InterleavedTokenizer(ShardStep):
             except Exception as exc:  # noqa: BLE001 - the on_error policy decides
                 self.fail(r, exc)
                 continue
-            if len(r.media) < self.min_images:
+            if len(r.payload["media"]) < self.min_images:
                 # its images still count in the `interleaved` table: each removed one by its reason
                 notes = self.stats.notes
                 notes["images_listed"] += r.meta["images_listed"]
                 for reason, n in r.meta.get("image_drops", {}).items():
                     notes[f"images_dropped:{reason}"] += n
-                if r.media:
-                    notes["images_dropped:too_few_images"] += len(r.media)
-                self.drop(r, "too_few_images", f"{len(r.media)} of {r.meta['images_listed']} image(s) left, "
+                if r.payload["media"]:
+                    notes["images_dropped:too_few_images"] += len(r.payload["media"])
+                self.drop(r, "too_few_images", f"{len(r.payload['media'])} of {r.meta['images_listed']} image(s) left, "
                           f"min_images {self.min_images}; removed: " + ", ".join(
                               f"{n} {reason}" for reason, n in sorted(r.meta.get("image_drops", {}).items())))
                 continue
@@ -96,7 +96,7 @@ class InterleavedTokenizer(ShardStep):
                 notes["image_codes"] += int(c.size)
         parts.append(np.asarray([self.vocab.eod_id], dtype=np.int32))
         notes["documents"] += 1
-        notes["images"] += len(record.media)
+        notes["images"] += len(record.payload["media"])
         notes["images_listed"] += record.meta["images_listed"]
         for reason, n in record.meta.get("image_drops", {}).items():
             notes[f"images_dropped:{reason}"] += n
@@ -106,7 +106,7 @@ class InterleavedTokenizer(ShardStep):
         wall = time.perf_counter()
         docs = self._documents(records)
         items = [ImageItem(f"{r.id}\x00{j}", data, int(m["width"]), int(m["height"]), g)
-                 for g, (r, _) in enumerate(docs) for j, (data, m) in enumerate(zip(r.media, r.meta["images"]))]
+                 for g, (r, _) in enumerate(docs) for j, (data, m) in enumerate(zip(r.payload["media"], r.meta["images"]))]
         written = 0
         for upto, codes, batches in encode_images(items, self.codec, area=self.area, batch_tokens=self.batch_tokens,
                                                   checkpoint=self.checkpoint, use_prefetch=self.prefetch,

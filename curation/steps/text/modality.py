@@ -171,10 +171,10 @@ def media_files(src, path: Path, base_dir: Path | None = None) -> str | None:
 
 def _content_hash(r) -> bytes:
     """What exact dedup compares: the text, and a conversation's media bytes when it carries them."""
-    if not r.media:
+    if not r.payload.get("media"):
         return content_hash(r.text)
     h = hashlib.blake2b(r.text.encode("utf-8"), digest_size=16)
-    for m in r.media:
+    for m in r.payload["media"]:
         h.update(content_hash(m))
     return h.digest()
 
@@ -184,7 +184,7 @@ TEXT = Modality(
     # the checked media of conversations that expand them (`curation.steps.conversation.media`); null for the rest
     extra_columns=[("media", pa.list_(pa.binary()))],
     content_hash=_content_hash,
-    extra_row=lambda r: {"media": r.media},
+    extra_row=lambda r: {"media": r.payload.get("media")},
     reader=_reader,
     reader_settings=_reader_settings,
     checks=_checks,

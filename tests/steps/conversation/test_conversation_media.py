@@ -60,7 +60,7 @@ def test_media_references_are_resolved_checked_and_carried_with_the_record(tmp_p
     (tmp_path / "img" / "bern.png").write_bytes(encoded(picture(3)))
     clip = base64.b64encode(wav()).decode()
     (kept,), step = _media([_record(conversation("img/bern.png", clip))], tmp_path)
-    assert kept.media[0] == encoded(picture(3)) and kept.media[1][:4] == b"fLaC"   # 24 kHz mono FLAC
+    assert kept.payload["media"][0] == encoded(picture(3)) and kept.payload["media"][1][:4] == b"fLaC"   # 24 kHz mono FLAC
     assert kept.meta["media"][0]["width"] == 96 and kept.meta["media"][1]["seconds"] == 1.0
     assert step.stats.balanced()
 
@@ -145,7 +145,7 @@ def test_a_placeholder_media_mismatch_is_quarantined_at_tokenization(tmp_path, t
     (tmp_path / "a.png").write_bytes(encoded(picture(3)))
     (row,), _ = _media([_record(conversation("a.png", base64.b64encode(wav()).decode()))], tmp_path)
     row.meta["media"] = row.meta["media"][::-1]                                 # kinds no longer pair up
-    row.media = row.media[::-1]
+    row.payload["media"] = row.payload["media"][::-1]
     step = tokenizer()
     assert list(step.run([row])) == [] and step.stats.quarantined == {"placeholder_mismatch": 1}
 

@@ -37,6 +37,6 @@ def test_image_check_records_the_hash_and_its_reduction():
     _scene(2).save(buf, "PNG")
     for domain, reduce, expected in (("satellite", None, 16), ("natural", None, 32), ("satellite", 32, 32)):
         [rec] = ImageCheck(min_side=32, domain=domain, phash_reduce=reduce).run(
-            [Record(id="a", source="s", text="", image=buf.getvalue())])
+            [Record(id="a", source="s", text="", payload={"image": buf.getvalue()})])
         assert rec.meta["phash_reduce"] == expected and rec.meta["domain"] == domain
         assert rec.meta["phash"] == f"{phash64(Image.open(io.BytesIO(buf.getvalue())).convert('RGB'), expected):016x}"

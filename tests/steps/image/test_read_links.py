@@ -43,7 +43,7 @@ def test_link_members_are_resolved_inside_the_tar_or_quarantined(tmp_path):
         _add(tar, "h.jpg", c)
         _add(tar, "h.json", b'{"caption": "lone \\ud800 surrogate"}')
     reader = WebDatasetReader(path, metadata_fields=[], shard_label="00000", source="s", sink=QuarantineSink())
-    kept = {r.id: (r.image, r.text) for r in reader.run()}
+    kept = {r.id: (r.payload["image"], r.text) for r in reader.run()}
     assert kept == {"a": (a, "the first caption"), "c": (c, "the first caption"),
                     "dir/e": (e, "the first caption"), "g": (a, "")}
     assert dict(reader.stats.quarantined) == {"link_outside_input": 3, "bad_caption_encoding": 1}

@@ -36,7 +36,7 @@ def _check(tmp_path, rows, suffix=".parquet", source="captioned"):
 
 def _record(rid: str, member: str, caption: str):
     from curation.core.record import Record
-    return Record(id=rid, source="captioned", text=caption, image=_image(member))
+    return Record(id=rid, source="captioned", text=caption, payload={"image": _image(member)})
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])

@@ -54,14 +54,14 @@ def test_obelics_rows_keep_reading_order_and_resolve_every_kind_of_image_entry(t
     assert r.id == "doc0" and r.meta["url"] == "https://example.org/page0"   # from general_metadata
     assert r.meta["layout"] == [["text", 0], ["image", 0], ["text", 1], ["image", 1], ["image", 2], ["text", 2]]
     assert segments(r.text, 3) == [english(0), english(1), english(2)]
-    assert r.media[:2] == [encoded(a), encoded(b)] and r.media[2] is None
+    assert r.payload["media"][:2] == [encoded(a), encoded(b)] and r.payload["media"][2] is None
     assert [m.get("problem") for m in r.meta["images"]] == [None, None, "image_not_acquired"]
     assert r.meta["images_listed"] == 3
     # a string column: paths (a missing one too) and URLs
     write_parquet(tmp_path / "p.parquet", obelics_rows([[english(0), ("img/none.png",), ("img/b.png",), url]]),
                   image_type="string")
     (s,), _, _ = _read(ParquetInterleavedReader, tmp_path / "p.parquet")
-    assert s.media[1] == encoded(b) and s.media[0] is None and s.media[2] is None
+    assert s.payload["media"][1] == encoded(b) and s.payload["media"][0] is None and s.payload["media"][2] is None
     assert [m.get("problem") for m in s.meta["images"]] == ["missing_image", None, "image_not_acquired"]
     write_parquet(tmp_path / "x.parquet", obelics_rows([[english(0), ("../s.parquet",)]]), image_type="string")
     (x,), _, _ = _read(ParquetInterleavedReader, tmp_path / "x.parquet", image_root="img")
@@ -96,7 +96,7 @@ def test_mint_webdataset_samples_with_named_members_or_tiff_frames(tmp_path, tif
     r = records[0]
     assert r.meta["url"] == "https://pdfs.example.org/a.pdf"
     assert r.meta["layout"] == [["text", 0], ["image", 0], ["text", 1], ["image", 1]]
-    decoded = [Image.open(io.BytesIO(m)).convert("RGB") for m in r.media]
+    decoded = [Image.open(io.BytesIO(m)).convert("RGB") for m in r.payload["media"]]
     assert [d.size for d in decoded] == [(96, 80), (64, 72)]
     assert all((np.asarray(d) == np.asarray(p)).all() for d, p in zip(decoded, pics))   # lossless either way
 
@@ -110,7 +110,7 @@ def test_a_sample_without_its_json_or_an_image_member_is_reported(tmp_path):
         add_member(tar, "b.json", b'{"texts": ["hi", null], "images": [null, "gone"]}')
     records, quarantined, _ = _read(WebDatasetInterleavedReader, tmp_path / "m.tar")
     assert [q["reason"] for q in quarantined] == ["no_document_json"]
-    assert records[0].media == [None] and records[0].meta["images"][0]["problem"] == "missing_image"
+    assert records[0].payload["media"] == [None] and records[0].meta["images"][0]["problem"] == "missing_image"
 
 
 def test_bad_images_leave_their_document_counted_by_reason_and_the_document_stays():
@@ -138,7 +138,7 @@ def test_drop_document_mode_and_min_images():
     kept, step = _check([_doc("one", ["a", good, b"x"]), _doc("none", ["b", b"x"])], min_images=1)
     assert [r.id for r in kept] == ["one"] and step.stats.dropped == {"too_few_images": 1}
     kept, _ = _check([_doc("text only", ["b", b"x"])], min_images=0)
-    assert kept[0].media == [] and kept[0].meta["image_drops"] == {"corrupt_image": 1}
+    assert kept[0].payload["media"] == [] and kept[0].meta["image_drops"] == {"corrupt_image": 1}
 
 
 def test_segments_survive_normalisation_and_pii_and_refuse_lost_separators():
