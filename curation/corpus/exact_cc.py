@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_json
+from curation.core.fds import ensure_open_files
 from curation.core.layout import exact_part_path, processed_path, work_dir
 from curation.core.node import Node
 from curation.core.partitioned_graph import MAX_ROUNDS, owner, partitioned_roots, scatter_part
@@ -188,6 +189,7 @@ def run_assemble(out: Path, node: Node, phase) -> dict:
     spec = node.spec
     shards = [tuple(s) for s in spec["shards"]]
     parts, modality = spec["partitions"], spec["modality"]
+    ensure_open_files(parts, f"the exact dedup assembly ({parts} partitions)")
     runs = [cc_files.ShardRuns(_resolve_paths(out, modality, q)[0], _shard_numbers) for q in range(parts)]
     outputs, n = [], 0
     for number, shard in enumerate(shards):

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_json, atomic_write_parquet
+from curation.core.fds import ensure_open_files
 from curation.core.graph import CLUSTER_COLUMNS, cluster_row
 from curation.core.layout import edges_path, processed_path, work_dir
 from curation.core.node import Node
@@ -220,6 +221,7 @@ def run_clusters(out: Path, node: Node, phase) -> dict:
             raise ValueError("a MinHash resolve part names a shard this run does not have; re-run `curate run --force`")
         return found.to_numpy(zero_copy_only=False)
 
+    ensure_open_files(parts, f"the MinHash clusters assembly ({parts} partitions)")
     runs = [cc_files.ShardRuns(_resolve_paths(out, q)[0], shard_numbers) for q in range(parts)]
     n_dups = n_clusters = 0
     drops = []
