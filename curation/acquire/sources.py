@@ -181,7 +181,9 @@ def _audio_folder(loaded: LoadedRecipe, src, folder: Path, spec: dict) -> dict:
     if not root.is_dir():
         raise InputError(f"source {src.name!r}: audio folder {root} does not exist; fix acquire.path")
     tree = InputTree(root, src.input.allowed_roots(loaded.base_dir))
-    a = src.settings_for("audio")   # the audio modality's settings (curation.steps.audio.declaration)
+    # the audio modality's settings (curation.steps.audio.declaration.Audio); acquire sits below steps, so not
+    # through its typed accessor
+    a = src.settings_for("audio")
     pairs, lines, order, refused, total = [], [], {}, [], 0
     shutil.rmtree(folder / "files", ignore_errors=True)
     for f, refusal in tree.walk(AUDIO_EXTS):

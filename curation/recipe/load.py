@@ -60,7 +60,7 @@ class LoadedRecipe:
 
 # The settings keys of the built-in modalities that were `Source` fields until they moved into their modalities'
 # declarations (`SourceModality.settings`): a source without them dumped them as null, and fingerprints keep that.
-SETTINGS_ONCE_FIELDS = ("images", "audio", "interleaved")
+FORMER_SOURCE_FIELDS = ("images", "audio", "interleaved")
 
 _MESSAGES = {
     "greater_than_equal": lambda c: f"must be >= {c['ge']}",
@@ -101,7 +101,7 @@ def _fingerprinted(recipe) -> dict:
             st.pop("trainers", None)
     codec_keys = {k for k, m in registry.settings_keys().items() if issubclass(m.settings[k], OnDevice)}
     for src in content.get("sources", []):
-        for key in SETTINGS_ONCE_FIELDS:   # unset, they were dumped as null when they were `Source` fields
+        for key in FORMER_SOURCE_FIELDS:   # unset, they were dumped as null when they were `Source` fields
             src.setdefault(key, None)
         for block in (src.get(k) for k in codec_keys):
             for key in ("device", "precision"):
@@ -111,11 +111,12 @@ def _fingerprinted(recipe) -> dict:
 
 
 def _clean_loc(data: Any, loc: tuple) -> KeyPath:
-    """Drop the discriminator tags pydantic inserts into union locations."""
+    """Drop the discriminator tags pydantic inserts into union locations, and `modality_settings` (where `Source`
+    keeps the keys that modalities register: the recipe gives them on the source itself)."""
     out: list[Any] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part not in node and node.get("type") == part:
+        if isinstance(node, dict) and part not in node and (node.get("type") == part or part == "modality_settings"):
             continue
         out.append(part)
         try:

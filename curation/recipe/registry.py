@@ -89,6 +89,7 @@ def registered() -> dict[str, SourceModality]:
     global _registry
     if _registry is None:
         table: dict[str, SourceModality] = {}
+        origin: dict[str, str] = {}
         for where, decl in _declarations():
             if not isinstance(decl, SourceModality):
                 raise TypeError(f"modality registration {where}: names a {type(decl).__name__}, "
@@ -103,12 +104,12 @@ def registered() -> dict[str, SourceModality]:
                 if owner:
                     raise ValueError(f"modality registration {where}: its settings key {key!r} is already "
                                      f"the settings of {owner!r}")
-            table[decl.name] = decl
+            table[decl.name], origin[decl.name] = decl, where
         owned = {key for m in table.values() for key in m.settings}
         for decl in table.values():   # a borrowed key must be some modality's (a typo would refuse it everywhere)
             if unknown := sorted(set(decl.borrows) - owned):
-                raise ValueError(f"modality registration of {decl.name!r}: it borrows the settings key(s) {unknown}, "
-                                 f"which no registered modality declares (known: {sorted(owned)})")
+                raise ValueError(f"modality registration {origin[decl.name]}: {decl.name!r} borrows the settings "
+                                 f"key(s) {unknown}, which no registered modality declares (known: {sorted(owned)})")
         _registry = table
     return _registry
 
@@ -139,9 +140,9 @@ def settings_keys() -> dict[str, SourceModality]:
 
 
 def gather_settings(data: Any, fields: set[str]) -> Any:
-    """A source's raw keys with those of registered modalities validated by their models and moved into
-    `modality_settings` (what `Source` reads before validating), so that the strict model accepts the registered
-    keys and nothing else. A model's errors keep their place (`sources[0].images.area`), as a field's would."""
+    """A source's raw keys with those of registered modalities moved into `modality_settings` (what `Source` reads
+    before validating), so that the strict model accepts the registered keys and nothing else. A key given as
+    null is not given (the defaults), as when the built-in ones were `Source` fields."""
     if not isinstance(data, dict):
         return data
     if "modality_settings" in data:
@@ -150,31 +151,26 @@ def gather_settings(data: Any, fields: set[str]) -> Any:
     if shadowed := sorted(set(keys) & fields):
         raise ValueError(f"the settings key(s) {shadowed} of modality {keys[shadowed[0]].name!r} are source "
                          f"fields already: register the modality with another key")
-    given = [k for k in data if k in keys]
+    if given := [k for k in data if k in keys]:
+        data = {k: v for k, v in data.items() if k not in keys} | \
+            {"modality_settings": {k: data[k] for k in given if data[k] is not None}}
+    return data
+
+
+def validate_settings(value: dict) -> dict:
+    """`modality_settings`, each validated by its modality's model, in key order (dumps do not depend on the
+    recipe's). A model's errors keep their place under the key (`sources[0].images.area`; `recipe.load` leaves
+    `modality_settings` out of it), and come with the source's other errors."""
     settings, errors = {}, []
-    for key in given:
-        if data[key] is None:     # `images: null`, as a dump of a source without them once said: the defaults
-            continue
+    for key, raw in sorted(value.items()):
+        model = settings_keys()[key].settings[key]
         try:
-            settings[key] = _validated(key, data[key])
+            settings[key] = raw if isinstance(raw, model) else model.model_validate(raw)
         except ValidationError as e:
             errors += [{**err, "loc": (key, *err["loc"])} for err in e.errors(include_url=False)]
     if errors:
         raise ValidationError.from_exception_data("Source", errors)   # type: ignore[arg-type]
-    if given:
-        data = {k: v for k, v in data.items() if k not in keys} | {"modality_settings": settings}
-    return data
-
-
-def _validated(key: str, value: Any) -> BaseModel:
-    model = settings_keys()[key].settings[key]
-    return value if isinstance(value, model) else model.model_validate(value)
-
-
-def validate_settings(value: dict) -> dict:
-    """`modality_settings`, each validated by its modality's model (in key order: dumps do not depend on the
-    recipe's)."""
-    return {k: _validated(k, v) for k, v in sorted(value.items())}
+    return settings
 
 
 def check_source(src: Any) -> None:

@@ -28,7 +28,7 @@ def count_block(tokens: np.ndarray, blocks: list[Block], reserved: dict[str, int
     without a name count as text control tokens).
 
     A block's count is the ids below its stop less those below its start: one comparison pass per block edge,
-    no copy of the array (a merge counts every token of a source this way, tests/benchmarks/bench_counting.py);
+    no gathered copy of the ids (a merge counts every token of a source this way, tests/benchmarks/bench_counting.py);
     only the reserved block's few ids are gathered, and counted per id at once."""
     below: dict[int, int] = {}
 

@@ -333,8 +333,9 @@ def _bin_blocks(parts: list[Path], start: int, end: int | None) -> Iterator[byte
 
 class _Digests:
     """sha256 objects fed the same blocks, in order, on a thread of their own: hashlib releases the GIL for a
-    block, so hashing overlaps the caller's reads, writes and token counts (a merge hashes every byte twice:
-    its part's digest and the whole set's). At most `ahead` blocks wait; leaving the `with` waits for all."""
+    block, so hashing overlaps the caller's reads, writes and token counts (a merge hashes each part, and the
+    bytes of a set of several parts once more for the whole set's digest). At most `ahead` blocks wait; leaving
+    the `with` waits for all."""
 
     def __init__(self, hashes: list, ahead: int = 4):
         self.hashes, self.ahead, self.pending = hashes, ahead, deque()

@@ -111,6 +111,8 @@ if __name__ == "__main__":
         ap.add_argument("--work", required=True, help="bench_scale.py's --work, run with --keep")
         ap.add_argument("--repeats", type=int, default=2)
         a = ap.parse_args()
+        if a.repeats < 1:
+            raise SystemExit("--repeats must be at least 1 (the first run of each variant is dropped)")
         run_sizes([int(x) for x in a.sizes.split(",")], Path(a.work), a.repeats)
     else:
         print(json.dumps(measure(*sys.argv[1:3])), flush=True)

@@ -230,7 +230,7 @@ def _finish(results: dict, docs: float, nodes: int, total_cores: int, b: float) 
     sizes = sorted(int(n) for n in parts)
     a0, a1 = fit([(n, parts[str(n)]["tasks"]["driver_own"]) for n in sizes])
     big = parts[str(sizes[-1])]
-    tokens = big["tokens"] / sizes[-1] * docs
+    tokens = big["tokens"] / sizes[-1] * docs   # kept tokens, each planned once (the benchmark's one-stage recipe)
     per_token = 2 * big["tasks"]["prefix_tasks"] / big["tokens"]   # task-seconds per token on the 2 workers
     prefixes = math.ceil(tokens / MAX_PREFIX_TOKENS)
     waves = math.ceil(prefixes / total_cores)
@@ -245,7 +245,7 @@ def _finish(results: dict, docs: float, nodes: int, total_cores: int, b: float) 
             f"{tokens * 4 / 1e12:,.1f} TB: by default {prefixes:,} prefixes of at most 2^31 - 1 tokens, each a "
             f"task ({task_s:,.0f} s each at the measured {per_token * 1e9:,.1f} task-s per billion tokens; "
             f"bound by the store's I/O, {io_s / 60:,.1f} min): a stage of more than one prefix is written by tasks, "
-            "so the copy is not the driver's (this model counted it there until 12-07: 2.42 h)")
+            "so the copy is not the driver's (this model counted it there until 2026-12-07: 2.42 h)")
     return own_s + copy_s, note
 
 

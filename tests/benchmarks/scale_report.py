@@ -285,7 +285,7 @@ def finish_parts(results: dict) -> list[str]:
     if not fp:
         return []
     lines = ["## The finish part by part: the hand-off written by the driver or by tasks", "", fp["how"], "",
-             "| documents | planned tokens | hand-off by | copy s | driver's own s (hand-off plan, ledger rows, "
+             "| documents | tokens (kept, once each) | hand-off by | copy s | driver's own s (hand-off plan, ledger rows, "
              "ledger, manifests, report) | `curate run` s | load (1 min) |", "|---|---|---|---|---|---|---|"]
     for n in sorted(fp["sizes"], key=int):
         r = fp["sizes"][n]

@@ -46,7 +46,11 @@ def test_the_built_in_settings_are_declared_by_their_modalities_and_borrowed_whe
         Source.model_validate(image | {"audio": {"min_seconds": 1}})
     with pytest.raises(ValidationError) as e:
         Source.model_validate(image | {"images": {"arae": 1, "min_side": 0}})
-    assert sorted(err["loc"] for err in e.value.errors()) == [("images", "arae"), ("images", "min_side")]
+    assert sorted(err["loc"] for err in e.value.errors()) == [("modality_settings", "images", "arae"),
+                                                              ("modality_settings", "images", "min_side")]
+    with pytest.raises(ValidationError) as e:   # the source's other errors come with them
+        Source.model_validate(image | {"images": {"area": 1}, "optout": "never"})
+    assert sorted(err["loc"] for err in e.value.errors()) == [("modality_settings", "images", "area"), ("optout",)]
 
 
 def test_a_declaration_imports_only_the_layers_below_steps():
@@ -87,7 +91,7 @@ def test_registrations_that_are_refused(extra):
                           (object(), "names a object, not a curation.recipe.registry.SourceModality"),
                           (registry.SourceModality("Video", ("jsonl",), "x:y"), "is not lower-case"),
                           (registry.SourceModality("video", ("jsonl",), "x:y", borrows=("image",)),
-                           r"'video': it borrows the settings key\(s\) \['image'\], which no registered")]:
+                           r"entry point 0: 'video' borrows the settings key\(s\) \['image'\], which no registered")]:
         extra[:] = [decl]
         registry.reload()
         with pytest.raises((ValueError, TypeError), match=message):

@@ -1,6 +1,6 @@
 """Audio ingest (`raw/` → `processed/`): clip manifests in, checked 24 kHz mono clips out.
 
-`AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `recipe.schema.Audio`):
+`AudioManifestReader` reads a JSONL manifest, one clip per line (field names in `curation.steps.audio.declaration.Audio`):
 the audio file (relative to the manifest), optional segment times, transcript, recording, clip order,
 speaker and language, and a translation of the speech (kept in the metadata as `translation` /
 `translation_language` when the source names a `translation_field`). A line it cannot take is
