@@ -1,5 +1,5 @@
-"""Token counts by modality (`curation.shards.counting.count_block`, what every merge and tokenize task runs over
-each block of ids it writes) against the per-block masking it replaced (kept below as the reference): the same
+"""Token counts by modality (`curation.shards.counting.count_block`, what every merge task runs over each
+block of ids it writes) against the per-block masking it replaced (kept below as the reference): the same
 counts, and the seconds over the same blocks of a real merged shard, alternating, best of `--rounds`.
 
     python tests/benchmarks/bench_counting.py --bin OUT/tokenized/SOURCE/SOURCE.bin [--tokens 83886080]
