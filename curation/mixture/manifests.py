@@ -107,7 +107,7 @@ class _Shards:
                 files = [{"path": _rel(Path(f"{p}{ext}"), self.mdir),
                           "bytes": Path(f"{p}{ext}").stat().st_size, "sha256": sha256_file(Path(f"{p}{ext}"))}
                          for p in shards.prefixes for ext in (".bin", ".idx")
-                         if ext == ".idx" or has_tokens(p)]   # an empty pool has no .bin (`shards.indexed.merge`)
+                         if ext == ".idx" or has_tokens(p)]   # an empty pool has no .bin (`shards.merging.merge`)
             if len(shards.prefixes) > 1:   # split: its parts, and the digests that identify it whatever the size
                 extra = {"parts": [_rel(p, self.mdir) for p in shards.prefixes],
                          "unsplit_sha256": summary["unsplit_sha256"] if summary and "unsplit_sha256" in summary

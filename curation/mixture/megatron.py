@@ -44,7 +44,8 @@ from curation.mixture.megatron_packed import MAX_DOCUMENT_TOKENS, chunk_sizes, p
 from curation.mixture.sampling import read_plan
 from curation.mixture.sequences import chunk_plans, chunk_sequences, planned, stage_sequences
 from curation.shards.formats import text_digest
-from curation.shards.indexed import PART, index_parts
+from curation.shards.indexed import index_parts
+from curation.shards.merging import PART
 from curation.shards.shardset import ShardSet
 
 SPLIT = "100,0,0"   # the whole hand-off trains; a validation set is a separate blend

@@ -3,7 +3,7 @@
     shards: {max_part_bytes: 4294967296}   # the default: 4 GiB of `.bin` per part
 
 A source's merge writes each shard set (its main shards, `.no_reasoning`, `.long_context`) as parts of at
-most `max_part_bytes` of tokens each, cut between documents (`curation.shards.indexed.split_merge`): a set
+most `max_part_bytes` of tokens each, cut between documents (`curation.shards.merging.split_merge`): a set
 that fits one part keeps the one prefix `tokenized/<source>/<source><suffix>`; a larger one is written as
 `<prefix>.part-00000`, `<prefix>.part-00001`, ... (a document larger than a part is a part of its own). An
 unset `shards:` is left out of the recipe's fingerprint (`curation.recipe.load._fingerprinted`), so recipes

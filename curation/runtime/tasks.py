@@ -34,7 +34,7 @@ from curation.recipe.output import MAX_PART_BYTES
 from curation.recipe.schema import Source
 from curation.shards import IndexedWriter
 from curation.shards.counting import TokenCounter
-from curation.shards.indexed import PART, split_merge
+from curation.shards.merging import PART, split_merge
 from curation.steps.compliance.domains import web_domain
 from curation.steps.droplist import DropListed, read_drops
 from curation.steps.encode import BatchCodes
@@ -156,7 +156,7 @@ def run_tokenize(out: Path, node: Node) -> dict:
 
 def run_merge(out: Path, node: Node) -> dict:
     """Each output's parts concatenated in shard order, as parts of at most `max_part_bytes` of `.bin`
-    (`shards.indexed.split_merge`; one part keeps the source's prefix). The marker carries what the ledger and
+    (`shards.merging.split_merge`; one part keeps the source's prefix). The marker carries what the ledger and
     manifests need of every merged shard set (`shards`: suffix -> documents, tokens by modality, bytes and
     sha256 of its files; a split set lists them per part under `parts`, with `unsplit_sha256`), computed here
     as the bytes are written, so the driver never reads the shards again; and (`domains`) the file of the

@@ -1,7 +1,7 @@
 """A source's shard set: its merged documents in order, held by one Megatron prefix or by several parts.
 
 The merge task (`curation.runtime.tasks.run_merge`) writes a shard set as parts of at most the recipe's
-`shards.max_part_bytes` of `.bin` each (`shards.indexed.split_merge`): a set that fits one part is the
+`shards.max_part_bytes` of `.bin` each (`shards.merging.split_merge`): a set that fits one part is the
 prefix `tokenized/<source>/<source><suffix>` as before; a larger one is `<prefix>.part-00000`,
 `<prefix>.part-00001`, ... Documents are never split across parts, so document `d` of the set is document
 `d - offsets[k]` of part `k`. Everything that reads a source's documents by index (sampling plans'
@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from curation.shards.counting import count_tokens_by_modality
-from curation.shards.indexed import PART, index_sha256, part_name, read_index
+from curation.shards.indexed import read_index
+from curation.shards.merging import PART, index_sha256, part_name
 
 
 class ShardSet:

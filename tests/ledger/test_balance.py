@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from curation.commands.run import run
-from curation.shards.indexed import PART
+from curation.shards.merging import PART
 from tests.conftest import REPO
 from tests.outputs import token_balance
 

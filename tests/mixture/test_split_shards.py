@@ -1,4 +1,4 @@
-"""A shard set split into parts (`shards.indexed.split_merge`, `shards.shardset.ShardSet`): the cuts, and
+"""A shard set split into parts (`shards.merging.split_merge`, `shards.shardset.ShardSet`): the cuts, and
 every reader by document index (sequences, both hand-offs, the blend's stage indices, its check) giving what
 the same documents as one prefix give."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ from curation.mixture.sampling import save_counts
 from curation.mixture.sequences import stage_sequences
 from curation.shards import IndexedWriter, merge, read_index
 from curation.shards.formats import StageInput
-from curation.shards.indexed import plan_cuts, split_merge
+from curation.shards.merging import plan_cuts, split_merge
 from curation.shards.shardset import ShardSet
 from tests.mixture.test_megatron_handoff import VOCAB
 
@@ -168,7 +168,7 @@ def test_a_blend_lists_one_prefix_per_part_each_indexing_its_parts_bin(tmp_path)
 def test_digests_on_their_thread_are_the_digests_of_the_blocks_in_order():
     """`_Digests` hashes on a thread while a merge reads and writes (at most `ahead` blocks waiting): the same
     digests as hashing the blocks in turn, and an error in the body leaves no thread behind."""
-    from curation.shards.indexed import _Digests
+    from curation.shards.merging import _Digests
 
     rng = np.random.default_rng(3)
     blocks = [rng.integers(0, 256, int(rng.integers(0, 5000)), dtype=np.uint8).tobytes() for _ in range(200)]
