@@ -9,15 +9,21 @@ cluster captures a later `ray.init()` without an address (Ray finds it through R
 `ray_current_cluster`), so it must end before the tests of the next module start the embedded Ray.
 
 Under pytest-xdist (`.ci/run`: `-n 2 --dist loadfile`) each worker is a process of its own, with its own
-RAY_TMPDIR (tests/conftest.py), its own embedded Ray and its own copy of each session fixture; a module's
-tests all run on one worker, so a module-scoped cluster starts once.
+RAY_TMPDIR (tests/conftest.py) and its own embedded Ray; a module's tests all run on one worker, so a
+module-scoped cluster starts once. The runs and the wheel are made once for the whole session (`_once`):
+the first worker to ask makes them, the other waits for it and reads its result.
 """
 from __future__ import annotations
 
+import fcntl
+import os
+import pickle
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -29,29 +35,53 @@ WHEEL_SKIP = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.
                                     ".pytest_cache", "*.pyc")
 
 
+T = TypeVar("T")
+
+
+def _once(tmp_path_factory, name: str, make: Callable[[Path], T]) -> T:
+    """`make(folder)` once per test session, whichever xdist worker asks first; a worker that asks later
+    waits on the lock and unpickles the first one's result (its files are in the session's shared temp
+    folder). A `make` that failed leaves nothing behind: the next worker to ask tries again."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base   # xdist: <session>/popen-gwN
+    folder, result = root / f"once-{name}", root / f"once-{name}.pickle"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes, also if `make` raises
+        if result.exists():
+            return pickle.loads(result.read_bytes())
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        made = make(folder)
+        result.write_bytes(pickle.dumps(made))
+        return made
+
+
+def _recipe_run(name: str) -> Callable[[Path], object]:
+    def make(folder: Path):
+        from curation.commands.run import run
+        return run(REPO / "recipes" / f"{name}.yaml", folder / "out", progress=False)
+    return make
+
+
 @pytest.fixture(scope="session")
 def text_run(tmp_path_factory):
     """The text demo (recipes/text.yaml) run once with the local executor (the determinism reference);
     tests must not modify its output."""
-    from curation.commands.run import run
-    out = tmp_path_factory.mktemp("text")
-    return run(REPO / "recipes" / "text.yaml", out, progress=False)
+    return _once(tmp_path_factory, "text", _recipe_run("text"))
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """The multimodal demo (recipes/demo.yaml) run once with the local executor; tests must not modify
     its output (copy it: training writes consumed tokens into the ledger)."""
-    from curation.commands.run import run
-    return run(REPO / "recipes" / "demo.yaml", tmp_path_factory.mktemp("demo"), progress=False)
+    return _once(tmp_path_factory, "demo", _recipe_run("demo"))
 
 
 @pytest.fixture(scope="session")
 def audio_run(tmp_path_factory):
     """recipes/audio.yaml run once with the local executor; tests must not modify its output (copy it
     with `private_copy`)."""
-    from curation.commands.run import run
-    return run(REPO / "recipes" / "audio.yaml", tmp_path_factory.mktemp("audio"), progress=False)
+    return _once(tmp_path_factory, "audio", _recipe_run("audio"))
 
 
 def private_copy(out: Path, dest: Path, *, handoff: bool = False) -> Path:
@@ -103,11 +133,12 @@ def two_node_cluster():
 def wheel(tmp_path_factory) -> Path:
     """The distribution's wheel, built once from a copy of the checkout (`pip wheel --no-deps
     --no-build-isolation`, offline; the checkout stays clean)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=WHEEL_SKIP)
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    [built] = (tmp / "dist").glob("curate_llm-*.whl")
-    return built
+    def build(tmp: Path) -> Path:
+        src = tmp / "src"
+        shutil.copytree(REPO, src, ignore=WHEEL_SKIP)
+        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        [built] = (tmp / "dist").glob("curate_llm-*.whl")
+        return built
+    return _once(tmp_path_factory, "wheel", build)
