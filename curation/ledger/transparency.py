@@ -25,7 +25,7 @@ def origin(src, declared: dict[str, str]) -> tuple[str, str]:
     """(category, basis) of a source in the template's section 2."""
     if src.name in declared:
         return declared[src.name], "declared in the recipe (transparency.sources)"
-    if src.synthetic_tasks is not None:
+    if src.gives("synthetic_tasks"):
         return "synthetic", "derived: the source's documents become synthetic task examples (synthetic_tasks)"
     if src.acquire is not None and src.acquire.kind == "urls":
         return "crawled", "derived: curate fetched its pages from a URL list (acquire.kind: urls)"

@@ -25,6 +25,6 @@ def shard_variant(stage: Stage, source: Source) -> str:
     if (stage.extension is not None and source.modality == "audio"
             and any(source.name in c.sources for c in stage.extension.classes.values())):
         return LONG_CONTEXT   # an extension step's audio class: the interleaved long recordings
-    if stage.reasoning == "strip" and source.reasoning is not None:
+    if stage.reasoning == "strip" and source.gives("reasoning"):
         return NO_REASONING
     return ""

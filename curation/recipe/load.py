@@ -60,7 +60,7 @@ class LoadedRecipe:
 
 # The settings keys of the built-in modalities that were `Source` fields until they moved into their modalities'
 # declarations (`SourceModality.settings`): a source without them dumped them as null, and fingerprints keep that.
-FORMER_SOURCE_FIELDS = ("images", "audio", "interleaved")
+FORMER_SOURCE_FIELDS = ("reasoning", "synthetic_tasks", "images", "audio", "interleaved")
 
 _MESSAGES = {
     "greater_than_equal": lambda c: f"must be >= {c['ge']}",

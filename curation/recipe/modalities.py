@@ -1,11 +1,12 @@
-"""Settings that more than one modality's declaration builds on (`OnDevice`: where a codec runs), and the text
-modality's own (conversations, reasoning spans, synthetic tasks), part of the recipe schema. The image, audio
-and interleaved settings live with their modalities (`curation.steps.<name>.declaration`)."""
+"""Settings that more than one modality's declaration builds on (`OnDevice`: where a codec runs), and the
+`input.conversations` form of the input block (`curation.recipe.inputs`). A modality's own settings (text's
+`reasoning:` and `synthetic_tasks:`, `images:`, `audio:`, `interleaved:`) live with it, in
+`curation.steps.<name>.declaration`."""
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from curation.recipe.base import Strict
 
@@ -35,31 +36,6 @@ class OnDevice(Strict):
     def codec_precision(self) -> str:
         """The precision on CUDA (the contract: TF32 unless the recipe says otherwise)."""
         return self.precision or "tf32"
-
-
-class Reasoning(Strict):
-    """SFT-style data with reasoning spans: the merge also writes `<source>.no_reasoning` (same
-    documents, each span from `start` to `end` inclusive removed, then re-tokenized)."""
-    start: str = "<think>"
-    end: str = "</think>"
-
-
-class SyntheticTasks(Strict):
-    """Synthetic verifiable long-context tasks (Apertus 1.5 section 3.3, `curation.steps.text.longtasks`):
-    every document of the source becomes one task example (common-word extraction, document-order
-    reconstruction or artificial needles, drawn by `weights`) injected as Q&A turns in the chat template.
-    Documents shorter than `hard_below_words` words go to the hard bucket (10 CWE questions, 8 sections,
-    4 needles), the rest to the easy one (5, 4, 2). `seed` with the document id decides every draw."""
-    weights: dict[Literal["cwe", "docorder", "needles"], float] = {"cwe": 0.5, "docorder": 0.3, "needles": 0.2}
-    hard_below_words: int = Field(default=1000, ge=1, le=10**9)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
-
-    @field_validator("weights")
-    @classmethod
-    def _positive(cls, w: dict) -> dict:
-        if any(v < 0 for v in w.values()) or not any(v > 0 for v in w.values()):
-            raise ValueError(f"weights must be >= 0 with at least one > 0, got {w}")
-        return dict(sorted(w.items()))
 
 
 class Conversations(Strict):

@@ -46,11 +46,7 @@ from curation.recipe.filters import (  # noqa: F401 - part of the schema
 )
 from curation.recipe.inputs import Acquire, Input  # part of the schema
 from curation.recipe.limits import MAX_EPOCHS, MAX_PERMUTATIONS, MAX_PLAN_NODES, MAX_SEED, MAX_WEIGHT
-from curation.recipe.modalities import (  # noqa: F401
-    Conversations,
-    Reasoning,
-    SyntheticTasks,
-)
+from curation.recipe.modalities import Conversations  # noqa: F401 - part of the schema
 from curation.recipe.output import Shards
 from curation.recipe.selection import Select, check_scores, check_select
 from curation.recipe.stages import (  # noqa: F401 - part of the schema
@@ -97,8 +93,6 @@ class Source(Strict):
     optout: Literal["page_url", "not_available"] = "page_url"
     url_field: str = "url"
     pii: PII | None = None
-    reasoning: Reasoning | None = None  # also write a copy without reasoning spans (text sources)
-    synthetic_tasks: SyntheticTasks | None = None  # each document becomes a long-context task example (text)
     revision: str | None = None       # the pinned revision of the data, when it has one
     # a run fails when more of this source's input units than this share are quarantined, or when the
     # source keeps nothing (unless the licence policy excluded it, or `allow_empty`): never a quiet pass
@@ -109,7 +103,8 @@ class Source(Strict):
     normalize: Normalize = Normalize()
     filters: list[FilterConfig] = []
     select: Select | None = None      # keep the top fraction per language by a score (`curation.recipe.selection`)
-    # the settings registered modalities add (`images:`, `audio:`, `interleaved:`, a plug-in's), given in a
+    # the settings registered modalities add (text's `reasoning:` and `synthetic_tasks:`, `images:`, `audio:`,
+    # `interleaved:`, a plug-in's), given in a
     # recipe under their own keys (`SourceModality.settings`) and dumped under them; read with `settings_for`
     modality_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)
 

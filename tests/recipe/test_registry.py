@@ -21,7 +21,8 @@ def test_the_built_in_modalities_in_registration_order():
 
 
 def test_the_built_in_settings_are_declared_by_their_modalities_and_borrowed_where_read():
-    """`images:`, `audio:` and `interleaved:` are no `Source` fields: their modalities declare them, the modalities
+    """`reasoning:`, `synthetic_tasks:`, `images:`, `audio:` and `interleaved:` are no `Source` fields: their
+    modalities declare them, the modalities
     that read another's say so, and a key on a source of any other modality is refused (it was ignored while
     they were fields). A model's errors keep their place in the source, as a field's did."""
     from pydantic import ValidationError
@@ -30,9 +31,10 @@ def test_the_built_in_settings_are_declared_by_their_modalities_and_borrowed_whe
     from curation.steps.image.declaration import Images, image_settings
     table = registry.registered()
     assert {k: m.name for k, m in registry.settings_keys().items()} == \
-        {"images": "image", "audio": "audio", "interleaved": "interleaved"}
+        {"reasoning": "text", "synthetic_tasks": "text", "images": "image", "audio": "audio",
+         "interleaved": "interleaved"}
     assert (table["interleaved"].borrows, table["text"].borrows) == (("images",), ("images", "audio"))
-    assert not {"images", "audio", "interleaved"} & set(Source.model_fields)
+    assert not set(registry.settings_keys()) & set(Source.model_fields)
     image = {"name": "pics", "license": "CC0-1.0", "modality": "image",
              "input": {"format": "webdataset", "paths": ["x.tar"]}}
     src = Source.model_validate(image | {"images": {"area": 4096}})
@@ -44,6 +46,9 @@ def test_the_built_in_settings_are_declared_by_their_modalities_and_borrowed_whe
     assert Source.model_validate(dumped) == src
     with pytest.raises(ValidationError, match="`audio:` settings apply to `modality: text` or `modality: audio`"):
         Source.model_validate(image | {"audio": {"min_seconds": 1}})
+    for key in ("reasoning", "synthetic_tasks"):   # text's own: refused elsewhere, as the fields' rules did
+        with pytest.raises(ValidationError, match=f"`{key}:` settings apply to `modality: text`"):
+            Source.model_validate(image | {key: {}})
     with pytest.raises(ValidationError) as e:
         Source.model_validate(image | {"images": {"arae": 1, "min_side": 0}})
     assert sorted(err["loc"] for err in e.value.errors()) == [("modality_settings", "images", "arae"),
@@ -126,3 +131,25 @@ def test_a_broken_plugin_is_named(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         registry.reload()
+
+
+def test_texts_own_settings_read_through_their_accessors():
+    """`reasoning:` gives a source its `.no_reasoning` copy and `synthetic_tasks:` turns its documents into tasks;
+    not given, neither exists (None, not the defaults), and the two do not go together."""
+    from pydantic import ValidationError
+
+    from curation.mixture.variants import shard_variant
+    from curation.recipe.schema import Source, Stage
+    from curation.steps.text.declaration import Reasoning, SyntheticTasks, reasoning_settings, synthetic_tasks
+    from curation.steps.text.modality import TEXT
+    text = {"name": "sft", "license": "MIT", "input": {"paths": ["x.jsonl"]}}
+    plain, sft = Source.model_validate(text), Source.model_validate(text | {"reasoning": {"start": "<t>"}})
+    assert (reasoning_settings(plain), synthetic_tasks(plain)) == (None, None)
+    assert reasoning_settings(sft) == Reasoning(start="<t>") and sft.model_dump(mode="json")["reasoning"]["start"] == "<t>"
+    assert (TEXT.outputs(plain), TEXT.outputs(sft)) == (("",), ("", ".no_reasoning"))
+    strip = Stage(name="s", seq_length=1024, reasoning="strip")
+    assert (shard_variant(strip, plain), shard_variant(strip, sft)) == ("", ".no_reasoning")
+    tasks = Source.model_validate(text | {"synthetic_tasks": {"seed": 3}})
+    assert synthetic_tasks(tasks) == SyntheticTasks(seed=3)
+    with pytest.raises(ValidationError, match="`synthetic_tasks` applies to text sources of plain documents"):
+        Source.model_validate(text | {"synthetic_tasks": {}, "reasoning": {}})

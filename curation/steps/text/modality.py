@@ -22,6 +22,7 @@ from curation.steps.device import device_resources, device_settings, placed
 from curation.steps.encode import one_thread
 from curation.steps.image.declaration import image_settings
 from curation.steps.modality import Modality
+from curation.steps.text.declaration import reasoning_settings, synthetic_tasks
 from curation.steps.text.filters.document import (
     DatatroveFilter,
     LanguageFilter,
@@ -119,8 +120,8 @@ def _checks(src, path: Path, base_dir: Path) -> list[StepSpec]:
 
 
 def _encoder(src, run: dict) -> StepSpec:
-    reasoning = src.reasoning.model_dump() if src.reasoning else None
-    tasks = src.synthetic_tasks.model_dump() if src.synthetic_tasks else None
+    reasoning = r.model_dump() if (r := reasoning_settings(src)) else None
+    tasks = t.model_dump() if (t := synthetic_tasks(src)) else None
     kinds = _expands(src)
     im = image_settings(src)
     media = {"expand_media": kinds, **({"area": im.area, "batch_tokens": im.batch_tokens} if "image" in kinds else {}),
@@ -189,7 +190,7 @@ TEXT = Modality(
     reader_settings=_reader_settings,
     checks=_checks,
     encoder=_encoder,
-    outputs=lambda src: ("",) + ((NO_REASONING,) if src.reasoning else ()),
+    outputs=lambda src: ("",) + ((NO_REASONING,) if src.gives("reasoning") else ()),
     record_columns=("media",),
     codecs_of=lambda src: {k: f"{k}_tokenizer" for k in _expands(src)},
     input_files=media_files,
