@@ -9,7 +9,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tests.sessions import audio_run, demo_run, ray_local, text_run, two_node_cluster, wheel  # noqa: F401
+from tests.sessions import (  # noqa: F401
+    audio_run,
+    demo_run,
+    images_run,
+    interleaved_run,
+    long_context_run,
+    ray_local,
+    text_run,
+    two_node_cluster,
+    wheel,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT_DEMO = REPO / "recipes" / "text.yaml"

@@ -84,6 +84,24 @@ def audio_run(tmp_path_factory):
     return _once(tmp_path_factory, "audio", _recipe_run("audio"))
 
 
+@pytest.fixture(scope="session")
+def images_run(tmp_path_factory):
+    """recipes/images.yaml run once with the local executor; tests must not modify its output."""
+    return _once(tmp_path_factory, "images", _recipe_run("images"))
+
+
+@pytest.fixture(scope="session")
+def interleaved_run(tmp_path_factory):
+    """recipes/interleaved.yaml run once with the local executor; tests must not modify its output."""
+    return _once(tmp_path_factory, "interleaved", _recipe_run("interleaved"))
+
+
+@pytest.fixture(scope="session")
+def long_context_run(tmp_path_factory):
+    """recipes/long_context.yaml run once with the local executor; tests must not modify its output."""
+    return _once(tmp_path_factory, "long_context", _recipe_run("long_context"))
+
+
 def private_copy(out: Path, dest: Path, *, handoff: bool = False) -> Path:
     """A copy of a shared run's output folder to modify (resume, train: training writes consumed tokens
     into the ledger). `handoff`: only what a trainer reads (no raw/, work/, processed/), with every

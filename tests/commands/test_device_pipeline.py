@@ -25,16 +25,16 @@ def _with_device(tmp_path, device: str):
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU fallback of device: auto")
-def test_auto_on_a_cpu_machine_writes_the_cpu_bytes_and_says_where_it_ran(tmp_path, capsys):
+def test_auto_on_a_cpu_machine_writes_the_cpu_bytes_and_says_where_it_ran(images_run, tmp_path, capsys):
     from curation.commands.cli import main
     from curation.commands.run import run
     from curation.ledger.store import write_ledger
 
-    a = run(RECIPE, tmp_path / "cpu", progress=False, executor="local")
+    a, cpu = images_run, images_run.out   # the recipe as shipped (device unset: the CPU), local executor
     b = run(_with_device(tmp_path, "auto"), tmp_path / "auto", progress=False, executor="local")
     for source in ("captioned", "uncaptioned"):
         for ext in ("bin", "idx"):
-            assert (tmp_path / "cpu" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
+            assert (cpu / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
                 (tmp_path / "auto" / "tokenized" / source / f"{source}.{ext}").read_bytes()
     rows = b.rows["encoders"]
     assert {(r["source"], r["codec"], r["requested"], r["device"], r["precision"]) for r in rows} == \
@@ -47,7 +47,7 @@ def test_auto_on_a_cpu_machine_writes_the_cpu_bytes_and_says_where_it_ran(tmp_pa
     assert ranks["(all)"]["images"] == ranks["captioned"]["images"] + ranks["uncaptioned"]["images"] == 13
     assert ranks["(all)"]["run_imbalance"] == 0.0 and ranks["(all)"]["imbalance_8"] > 0
     # the manifests do not depend on the device request when the codes do not: the same shards, same digests
-    assert {p.name: p.read_bytes() for p in (tmp_path / "cpu" / "tokenized").rglob("*.bin")} == \
+    assert {p.name: p.read_bytes() for p in (cpu / "tokenized").rglob("*.bin")} == \
         {p.name: p.read_bytes() for p in (tmp_path / "auto" / "tokenized").rglob("*.bin")}
     # one part re-labelled as encoded on CUDA in TF32: verify reports the mix and still passes
     ledger = tmp_path / "auto" / "ledger"

@@ -9,12 +9,12 @@ RECIPE = REPO / "recipes" / "images.yaml"
 
 
 @pytest.mark.slow
-def test_image_recipe_end_to_end(tmp_path, ray_local):
+def test_image_recipe_end_to_end(images_run, tmp_path, ray_local):
     from curation.commands.run import run
     from curation.core.vocab import Vocabulary
     from curation.shards import read_index, read_tokens
 
-    a = run(RECIPE, tmp_path / "w1", progress=False)
+    a = images_run   # the local executor
     reasons = {(d["source"], d["reason"]): d["records"] for d in a.rows["drops"] + a.rows["quarantine"]}
     assert reasons == {("captioned", "image_too_small"): 1, ("captioned", "image_near_duplicate"): 1,
                        ("captioned", "repetitive_caption"): 1, ("captioned", "truncated_image"): 1}
@@ -24,7 +24,7 @@ def test_image_recipe_end_to_end(tmp_path, ray_local):
     assert tokens["captioned"]["documents"] == 8 and tokens["uncaptioned"]["documents"] == 5
     assert tokens["captioned"]["image_tokens"] > 8 * 64 and tokens["uncaptioned"]["image_tokens"] > 5 * 64
     vocab = Vocabulary.load(REPO / "tokenizers" / "curate-demo-v1.yaml")
-    prefix = tmp_path / "w1" / "tokenized" / "captioned" / "captioned"
+    prefix = a.out / "tokenized" / "captioned" / "captioned"
     _, lengths, _, _ = read_index(prefix.with_suffix(".idx"))
     doc = read_tokens(prefix)[:int(lengths[0])].tolist()
     assert doc[0] == vocab.marker("image_start") and doc[-1] == vocab.eod_id
@@ -33,7 +33,7 @@ def test_image_recipe_end_to_end(tmp_path, ray_local):
     b = run(RECIPE, tmp_path / "w2", workers=2, progress=False, executor="ray")  # Ray = the local executor
     for source in ("captioned", "uncaptioned"):
         for ext in ("bin", "idx"):
-            assert (tmp_path / "w1" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
+            assert (a.out / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
                 (tmp_path / "w2" / "tokenized" / source / f"{source}.{ext}").read_bytes()
     assert b.rows["image_clusters"] == [dict(c, run=b.rows["image_clusters"][0]["run"]) for c in a.rows["image_clusters"]]
 

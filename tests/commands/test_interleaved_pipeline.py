@@ -29,10 +29,9 @@ def _kinds(seq, vocab) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    from curation.commands.run import run
-    out = tmp_path_factory.mktemp("interleaved")
-    return out, run(RECIPE, out, progress=False)
+def demo(interleaved_run):
+    """(output folder, run result) of recipes/interleaved.yaml, run once per session (`tests/sessions.py`)."""
+    return interleaved_run.out, interleaved_run
 
 
 @pytest.mark.slow

@@ -1,12 +1,11 @@
 """The ledger balances with every shard on every shipped recipe: the `tokens` table (one row per source and
 pool: main, long-context, reasoning-stripped) sums to the tokens of every merged `.idx` a trainer can open.
-text, demo and audio run once per session (`tests/sessions.py`); images, interleaved and long_context here
-(seconds each); acquisition needs its loopback site and is checked in `acquire/test_acquire.py`."""
+Each recipe runs once per session (`tests/sessions.py`); acquisition needs its loopback site and is checked in
+`acquire/test_acquire.py`."""
 from __future__ import annotations
 
 import pytest
 
-from curation.commands.run import run
 from curation.shards.merging import PART
 from tests.conftest import REPO
 from tests.outputs import token_balance
@@ -20,15 +19,10 @@ def _balanced(out) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixture", ["text_run", "demo_run", "audio_run"])
-def test_the_session_recipes_balance(fixture, request):
+@pytest.mark.parametrize("fixture", ["text_run", "demo_run", "audio_run", "images_run", "interleaved_run",
+                                     "long_context_run"])
+def test_the_shipped_recipes_balance(fixture, request):
     _balanced(request.getfixturevalue(fixture).out)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("recipe", ["images", "interleaved", "long_context"])
-def test_the_other_shipped_recipes_balance(recipe, tmp_path):
-    _balanced(run(REPO / "recipes" / f"{recipe}.yaml", tmp_path / "out", progress=False).out)
 
 
 def test_every_shipped_recipe_is_checked():

@@ -162,11 +162,9 @@ def test_an_unset_extension_stays_out_of_the_recipe_fingerprint():
 # --- recipes/long_context.yaml end to end --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def lc_run(tmp_path_factory):
-    from curation.commands.run import run
-    out = tmp_path_factory.mktemp("lc") / "out"
-    run(LC_RECIPE, out)
-    return out
+def lc_run(long_context_run):
+    """The output folder of recipes/long_context.yaml, run once per session (`tests/sessions.py`)."""
+    return long_context_run.out
 
 
 def _rows(out: Path, table: str) -> list[dict]:

@@ -69,8 +69,6 @@ def gpu_cluster(tmp_path_factory):
          "env": driver, "unset": ["RAY_AUTH_MODE"]},
         {"run": "auto", "cmd": _curate("run", str(auto), "--out", str(tmp / "auto"), "--address", address),
          "env": driver, "unset": ["RAY_AUTH_MODE"]},
-        {"run": "local", "cmd": _curate("run", str(IMAGES), "--out", str(tmp / "local"), "--executor", "local"),
-         "env": driver, "unset": ["RAY_AUTH_MODE"]},
     ]}
     (tmp / "plan.json").write_text(json.dumps(plan))
     try:
@@ -108,10 +106,10 @@ def test_codec_tasks_are_placed_on_gpu_slots_one_task_per_gpu(gpu_cluster):
     assert all(t["gpu_ids"] == [] and t["visible"] == "" for t in probe["cpu_tasks"])   # a CPU task holds no GPU
 
 
-def test_a_pipeline_with_device_auto_records_the_gpu_slot_and_writes_the_local_bytes(gpu_cluster):
+def test_a_pipeline_with_device_auto_records_the_gpu_slot_and_writes_the_local_bytes(gpu_cluster, images_run):
     tmp, results = gpu_cluster
-    for name in ("auto", "local"):
-        assert results[name]["rc"] == 0, results[name]["stderr"][-4000:]
+    local = images_run.out   # recipes/images.yaml as shipped (device unset: the CPU), local executor
+    assert results["auto"]["rc"] == 0, results["auto"]["stderr"][-4000:]
     assert "over 2 rank(s)" in results["auto"]["stderr"]      # the plan per rank: the cluster's two GPUs
     rows = pq.read_table(tmp / "auto" / "ledger" / "encoders.parquet").to_pylist()
     assert rows and {(r["requested"], r["device"], r["precision"], r["device_name"]) for r in rows} == \
@@ -120,12 +118,11 @@ def test_a_pipeline_with_device_auto_records_the_gpu_slot_and_writes_the_local_b
     for source in ("captioned", "uncaptioned"):
         for ext in ("bin", "idx"):
             assert (tmp / "auto" / "tokenized" / source / f"{source}.{ext}").read_bytes() == \
-                (tmp / "local" / "tokenized" / source / f"{source}.{ext}").read_bytes()
+                (local / "tokenized" / source / f"{source}.{ext}").read_bytes()
     ranks = {r["source"]: r for r in pq.read_table(tmp / "auto" / "ledger" / "rank_plan.parquet").to_pylist()}
     assert ranks["(all)"]["run_ranks"] == 2
-    for name in ("auto", "local"):   # recipes/images.yaml: the ledger balances with every shard
-        ledger, shards, _ = token_balance(tmp / name)
-        assert ledger == shards > 0
+    ledger, shards, _ = token_balance(tmp / "auto")   # the ledger balances with every shard
+    assert ledger == shards > 0
 
 
 def test_cuda_on_a_cluster_without_gpus_is_refused_before_any_task(gpu_cluster):
