@@ -215,7 +215,7 @@ def _finish(plan: Plan, done, out: Path, started_at, progress: bool, root, ranks
     rows["handoff"] = more["handoff"]
     rows["mixture_flags"] = [*rows["mixture_flags"], *more["mixture_flags"]]
     write_ledger(rows, ledger_dir(out))
-    manifests = write_manifests(plan, staged, out)
+    manifests = write_manifests(plan, staged, out, tasks=tasks)
     remove_signatures(out / "manifests")     # none of an earlier run may look like this one's
     for m in manifests if key is not None else ():
         sign_manifest(m, key)

@@ -247,12 +247,13 @@ def handoff_rows(staged: list[dict], run: str) -> dict[str, list[dict]]:
     return {"handoff": rows, "mixture_flags": flags}
 
 
-def write_manifests(plan: Plan, staged: list[dict], out: Path) -> list[Path]:
+def write_manifests(plan: Plan, staged: list[dict], out: Path, tasks: Callable | None = None) -> list[Path]:
     """One manifest per staged training stage (`stage_handoffs`), frozen by a stage fingerprint, its ledger
-    tables' digests taken from the ledger already written."""
+    tables' digests taken from the ledger already written (`tasks`: the executor's `map`, which hashes the
+    chunks of the large tables, `merkle.ledger_digests`)."""
     r = plan.recipe.recipe
     mdir = out / "manifests"
-    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES, *DEVICE_TABLES))
+    tables = ledger_digests(out / "ledger", exclude=(*WRITTEN_BACK, *EXECUTION_TABLES, *DEVICE_TABLES), tasks=tasks)
     written = []
     for st in staged:
         sp, stage, megatron, sources = st["plan"], st["plan"].stage, st["megatron"], st["sources"]

@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from curation.core.hashing import sha256_file
 from curation.core.vocab import Block
 from curation.errors import VerifyError
 from curation.ledger.pools import MAIN_POOL, pool_name
+from curation.mixture import merkle
 from curation.mixture.handoffs import check as check_handoffs
 from curation.mixture.manifest_schema import field_digests, load_manifest, training_json
 from curation.mixture.merkle import (
@@ -247,6 +249,16 @@ def _check_plans(m: dict, base: Path) -> list[str]:
     return problems
 
 
+def _digested_whole(path: Path, digest: str) -> bool:
+    """Whether `digest` is the table's rows hashed as one list: what a manifest written before large tables
+    were digested in chunks (`merkle.CHUNK_ROWS`) holds for a table of more rows than a chunk."""
+    import pyarrow.parquet as pq
+
+    if not path.is_file() or pq.ParquetFile(path).metadata.num_rows <= merkle.CHUNK_ROWS:
+        return False
+    return merkle.table_digest(path, chunk_rows=sys.maxsize) == digest
+
+
 def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> list[str]:
     """Parquet tables against the manifest; `ledger.duckdb` (what `curate ledger` shows) against Parquet, its
     `decisions` table against `decisions/`, its views against ours. A `ledger.duckdb` written before the
@@ -257,7 +269,7 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
     problems = []
     parquet = ledger_digests(ledger_dir)
     for table, digest in m["ledger_tables"].items():
-        if parquet.get(table) != digest:
+        if parquet.get(table) != digest and not _digested_whole(ledger_dir / f"{table}.parquet", digest):
             problems.append(f"ledger table {table!r} changed since the manifest was written")
     db = ledger_dir / "ledger.duckdb"
     try:
