@@ -237,16 +237,19 @@ def _finish(results: dict, docs: float, nodes: int, total_cores: int, b: float) 
     task_s = per_token * tokens / prefixes
     io_s = 2 * tokens * 4 / (nodes * NODE_IO)   # read the merged shards, write the prefixes
     copy_s = max(waves * task_s, io_s)
+    # the large ledger tables' digests, hashed by tasks (`merkle.chunk_digests`): the 2 workers' measured wall is
+    # at most twice the task-seconds, spread over the cluster's cores
+    digest_s = 2 * big["tasks"].get("digest_tasks", 0.0) / sizes[-1] * docs / total_cores
     own_s = a0 + a1 * docs
     note = (f"the driver's own steps {own_s / 3600:,.2f} h (fitted on bench_finish_parts.py: "
-            f"{a1 * 1e6:,.2f} s per million documents; linear in one process: the manifests' digests of the "
-            "growing ledger tables, DuckDB's copy of the part files into `ledger.duckdb`, the report, drawing "
-            "the stage's order and slicing it per prefix) + the Megatron hand-off's copy of "
+            f"{a1 * 1e6:,.2f} s per million documents; linear in one process: DuckDB's copy of the part files "
+            "into `ledger.duckdb`, the report, drawing the stage's order and slicing it per prefix) + the growing "
+            f"ledger tables' digests as tasks ({digest_s:,.1f} s over the cluster) + the Megatron hand-off's copy of "
             f"{tokens * 4 / 1e12:,.1f} TB: by default {prefixes:,} prefixes of at most 2^31 - 1 tokens, each a "
             f"task ({task_s:,.0f} s each at the measured {per_token * 1e9:,.1f} task-s per billion tokens; "
             f"bound by the store's I/O, {io_s / 60:,.1f} min): a stage of more than one prefix is written by tasks, "
             "so the copy is not the driver's (this model counted it there until 2026-12-07: 2.42 h)")
-    return own_s + copy_s, note
+    return own_s + digest_s + copy_s, note
 
 
 def section(results: dict) -> list[str]:

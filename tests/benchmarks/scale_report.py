@@ -45,7 +45,7 @@ BOUNDS = [
     "tasks that read every shard share one deps list), the task markers (the merged shards' counts "
     "and sha256 among them), the ledger's small tables; `clusters`, `near_duplicates`, `domain_tokens` (and the "
     "image/audio cluster tables) are copied by DuckDB from the tasks' files, at most 256 MB (`DUCKDB_MEMORY`, "
-    "spilling beyond), and hashed for the manifests 8,192 rows at a time; a sampling plan needs its source's "
+    "spilling beyond), and hashed for the manifests 8,192 rows at a time (a table of more than 2^15 rows by tasks, a chunk of 2^15 rows each, the driver combining their digests); a sampling plan needs its source's "
     "lengths (memory-mapped) and ~32 bytes per document while drawn | shards (markers), documents of the "
     "largest source (sampling) |",
     "| Ray workers | are reused across phases, so a worker's peak is the union of what it cached: spaCy "
