@@ -155,19 +155,15 @@ def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = (), tasks: Calla
     import pyarrow.parquet as pq
 
     paths = {p.stem: p for p in sorted(ledger_dir.glob("*.parquet")) if p.stem not in exclude}
-    rows = {t: pq.ParquetFile(p).metadata.num_rows for t, p in paths.items()} if tasks is not None else {}
-    large = {t for t, n in rows.items() if n > CHUNK_ROWS}
-    calls = [(f"{t}/{first}", (str(paths[t]), first, min(first + CHUNKS_PER_TASK, -(-rows[t] // CHUNK_ROWS)),
-                               CHUNK_ROWS))
-             for t in sorted(large) for first in range(0, -(-rows[t] // CHUNK_ROWS), CHUNKS_PER_TASK)]
-    done = tasks(chunk_digests, calls, "digest") if calls and tasks is not None else {}
-    out = {}
-    for t, p in paths.items():
-        if t in large:
-            out[t] = combine([d for key, _ in calls if key.startswith(f"{t}/") for d in done[key]])
-        else:
-            out[t] = table_digest(p)
-    return out
+    chunked = {}   # table -> its number of chunks, for the tables the tasks hash
+    for t, p in paths.items() if tasks is not None else ():
+        if (rows := pq.ParquetFile(p).metadata.num_rows) > CHUNK_ROWS:
+            chunked[t] = -(-rows // CHUNK_ROWS)
+    calls = {t: [(f"{t}/{first}", (str(paths[t]), first, min(first + CHUNKS_PER_TASK, n), CHUNK_ROWS))
+                 for first in range(0, n, CHUNKS_PER_TASK)] for t, n in chunked.items()}
+    done = tasks(chunk_digests, [c for cs in calls.values() for c in cs], "digest") if calls and tasks else {}
+    return {t: combine([d for key, _ in calls[t] for d in done[key]]) if t in chunked else table_digest(p)
+            for t, p in paths.items()}
 
 
 def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
