@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -264,8 +265,6 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
     `decisions` table against `decisions/`, its views against ours. A `ledger.duckdb` written before the
     decisions were stored in it has a `decisions` view naming `decisions/` by absolute path: a location
     problem (like the hand-off's paths) that `--relocate` converts."""
-    from curation.ledger.store import VIEWS
-
     problems = []
     parquet = ledger_digests(ledger_dir)
     for table, digest in m["ledger_tables"].items():
@@ -295,7 +294,7 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
         views.pop("decisions")
     elif evidence is None:
         problems.append(f"{db}: table 'decisions' is missing")
-    want = _view_sql(VIEWS)
+    want = _view_sql()
     for view in sorted(set(want) | set(views)):
         if views.get(view) != want.get(view):
             problems.append(f"{db}: view {view!r} is not curate's definition (changed, added or removed)")
@@ -318,7 +317,8 @@ def decisions_digest(ledger_dir: Path) -> str:
         con.close()
 
 
-def _view_sql(views: dict[str, str]) -> dict[str, str]:
+@functools.cache   # the same for every manifest this process verifies (a database file made and read back)
+def _view_sql() -> dict[str, str]:
     """The SQL DuckDB stores for our views: from an empty database file with the same schemas, written in
     the ledger's storage format and read back (a view's SQL text is what its serialisation gives back)."""
     import tempfile
@@ -327,6 +327,7 @@ def _view_sql(views: dict[str, str]) -> dict[str, str]:
     import pyarrow as pa
 
     from curation.ledger.schema import SCHEMAS
+    from curation.ledger.store import VIEWS as views
     from curation.ledger.store import open_new
 
     with tempfile.TemporaryDirectory(prefix="curate-views-") as tmp:

@@ -103,13 +103,21 @@ def test_no_part_files_give_an_empty_table(tmp_path):
 
 @pytest.mark.slow
 def test_a_table_larger_than_duckdbs_memory_is_copied_in_order(tmp_path, monkeypatch):
-    """Beyond `DUCKDB_MEMORY` the copy spills to disk; the rows keep their order."""
+    """Beyond `DUCKDB_MEMORY` the copy spills to disk; the rows keep their order. (Compared as Arrow tables:
+    the canonical digests of 300,000 rows would take most of this test's time; they are tested above.)"""
     monkeypatch.setattr(store, "DUCKDB_MEMORY", "32MB")
     monkeypatch.setattr(store, "DUCKDB_THREADS", 1)
-    paths, want = _parts(tmp_path, [150_000, 150_000])
+    paths, _ = _parts(tmp_path, [150_000, 150_000])
     db = write_ledger({"clusters": PartRows(paths, COLUMNS, {"run": "r1"})}, tmp_path / "ledger")
-    assert table_digest(tmp_path / "ledger" / "clusters.parquet") == rows_digest(want)
-    assert duckdb_digests(db)[0]["clusters"] == rows_digest(want)
+    schema = SCHEMAS["clusters"]
+    parts = pa.concat_tables(pq.read_table(p).select(COLUMNS[1:]) for p in paths)
+    want = parts.add_column(0, "run", pa.array(["r1"] * parts.num_rows)).cast(schema)
+    assert pq.read_table(tmp_path / "ledger" / "clusters.parquet").cast(schema).equals(want)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.sql("SELECT * FROM clusters").to_arrow_table().cast(schema).equals(want)
+    finally:
+        con.close()
 
 
 def test_rows_are_hashed_as_the_json_list_they_make():
