@@ -110,7 +110,7 @@ def test_a_bomb_of_small_lines_is_refused_past_the_ratio(tmp_path, codec):
         packed = zstandard.ZstdCompressor(level=19).compress(line * 2048)
         p = tmp_path / "bomb.jsonl.zst"
     p.write_bytes(packed)
-    records, stats, sink = read(p, id_field=None, limits=Limits(ratio_floor_bytes=16 << 20))
+    records, stats, sink = read(p, id_field=None, limits=Limits(ratio_floor_bytes=4 << 20))
     assert dict(stats.quarantined) == {"decompression_bomb": 1} and "max_ratio" in sink.entries[0]["detail"]
     # the lines before the refusal are kept: no more than the floor's worth (plus one buffer) was read
-    assert 0 < len(records) <= ((16 << 20) + (1 << 20)) // len(b'{"text": "a"}\n')
+    assert 0 < len(records) <= ((4 << 20) + (1 << 20)) // len(b'{"text": "a"}\n')
