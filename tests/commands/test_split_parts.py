@@ -24,7 +24,9 @@ SETS = [("c4_en", ""), ("web_en", ""), ("web_de", ""), ("web_warc", ""), ("capti
 
 
 @pytest.fixture(scope="module")
-def split_run(tmp_path_factory):
+def split_run(demo_run, tmp_path_factory):
+    """The demo's output copied and run again with small parts: only the merges and what reads them run
+    again (no other node's fingerprint reads `shards:`), and each split set's one prefix is replaced."""
     from curation.commands.run import run
 
     tmp = tmp_path_factory.mktemp("split")
@@ -34,7 +36,11 @@ def split_run(tmp_path_factory):
         (tmp / "recipes" / folder).symlink_to(REPO / "recipes" / folder)
     recipe = tmp / "recipes" / "demo.yaml"
     recipe.write_text((REPO / "recipes" / "demo.yaml").read_text() + f"\nshards: {{max_part_bytes: {PART_BYTES}}}\n")
-    return run(recipe, tmp / "out", progress=False)
+    shutil.copytree(demo_run.out, tmp / "out", symlinks=True)
+    result = run(recipe, tmp / "out", progress=False)
+    merges = [n for n in result.plan.nodes() if n.phase == "merge"]
+    assert 0 < len(merges) <= result.executed < demo_run.executed, (result.executed, demo_run.executed)
+    return result
 
 
 def _docs(prefix: Path) -> list[list[int]]:
