@@ -69,8 +69,11 @@ def _install(python: str, wheel: Path, tmp: Path, env: dict) -> tuple[str | None
 def venvs(wheel, tmp_path_factory):
     """Both installs at once (pip is single-threaded: on two cores they overlap), each in its own thread;
     `installed` waits for its own. No PYTHONPATH, no checkout: what the installed wheel holds is all there
-    is (a source tree on PYTHONPATH with an egg-info would even make pip think the wheel is installed)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    is (a source tree on PYTHONPATH with an egg-info would even make pip think the wheel is installed).
+    Bytecode is written as on a user's machine: with `--no-compile` and PYTHONDONTWRITEBYTECODE (set on some
+    machines) every process of the venv (the driver, each Ray worker, each `curate` command) would compile
+    ray, pyarrow and the rest from source again, 1-1.5 s each; here the first import of a module writes it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "PYTHONDONTWRITEBYTECODE")}
     pool = ThreadPoolExecutor(len(PYTHONS))
     jobs = {}
     for version in PYTHONS:
