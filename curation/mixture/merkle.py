@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from curation.core.parts import BATCH_ROWS
+from curation.errors import CurateError
 from curation.ledger.schema import VOLATILE_COLUMNS
 from curation.mixture.handoffs import leaves as handoff_leaves
 
@@ -166,17 +168,27 @@ def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = (), tasks: Calla
             for t, p in paths.items()}
 
 
-def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
+def duckdb_digests(db: Path, tasks: Callable | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """Content digests of the tables in `ledger.duckdb` (same canonical rows as `table_digest`, so a table
-    that matches its Parquet file has the same digest) and the SQL of its views."""
+    that matches its Parquet file has the same digest) and the SQL of its views. `tasks` (a `map`, as for
+    `ledger_digests`): the chunks of a table of more than `CHUNK_ROWS` rows are hashed by tasks, each reading
+    its range of row ids (a table written once has the ids 0 to n - 1 in insertion order; one with gaps, a
+    table edited in place, is hashed here, in order, as a whole)."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
         tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal "
                                             "ORDER BY table_name").fetchall()]
+        chunked = {}   # table -> its number of chunks, for the tables the tasks hash
+        for t in tables if tasks is not None else ():
+            rows, last = con.execute(f'SELECT count(*), max(rowid) FROM "{t}"').fetchone()
+            if rows > CHUNK_ROWS and last == rows - 1:
+                chunked[t] = -(-rows // CHUNK_ROWS)
         digests = {}
         for t in tables:
+            if t in chunked:
+                continue
             cur = con.execute(f'SELECT * FROM "{t}"')
             cols = [d[0] for d in cur.description]
             digests[t] = rows_digest(dict(zip(cols, r)) for batch in iter(partial(cur.fetchmany, BATCH_ROWS), [])
@@ -184,7 +196,67 @@ def duckdb_digests(db: Path) -> tuple[dict[str, str], dict[str, str]]:
         views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
     finally:
         con.close()
-    return digests, views
+    calls = {t: [(f"{t}/{first}", (str(db), t, first, min(first + CHUNKS_PER_TASK, n), CHUNK_ROWS))
+                 for first in range(0, n, CHUNKS_PER_TASK)] for t, n in chunked.items()}
+    done = tasks(duckdb_chunk_digests, [c for cs in calls.values() for c in cs], "digest") if calls and tasks else {}
+    digests.update({t: combine([d for key, _ in calls[t] for d in done[key]]) for t in chunked})
+    return dict(sorted(digests.items())), views
+
+
+def duckdb_chunk_digests(db: str, table: str, first: int, last: int, chunk_rows: int) -> list[str]:
+    """A task: the digests of chunks `first` to `last` (exclusive) of `table` in the DuckDB file `db`, by row id."""
+    import duckdb
+
+    con = duckdb.connect(db, read_only=True)
+    try:
+        cur = con.execute(f'SELECT * FROM "{table}" WHERE rowid >= ? AND rowid < ? ORDER BY rowid',
+                          [first * chunk_rows, last * chunk_rows])
+        cols = [d[0] for d in cur.description]
+        chunks = _Chunks(chunk_rows)
+        for batch in iter(partial(cur.fetchmany, BATCH_ROWS), []):
+            chunks.add([{c: v for c, v in zip(cols, r) if c not in VOLATILE_COLUMNS} for r in batch])
+        return chunks.digests()
+    finally:
+        con.close()
+
+
+# one of this module's chunk tasks in a fresh interpreter: (function name, arguments) in, its digests out, as JSON
+_CHUNK_TASK = ("import json, sys; from curation.mixture import merkle; name, args = json.loads(sys.argv[1]); "
+               "print(json.dumps(getattr(merkle, name)(*args)))")
+
+
+def processes_map(fn, calls: list[tuple[str, tuple]], label: str) -> dict:
+    """This module's tasks (the chunks of the large ledger tables, in Parquet and in DuckDB) on every core, each a
+    fresh interpreter: a table of a billion-document run is hashed in minutes instead of most of an hour. Not
+    `multiprocessing`: its `spawn` re-runs the caller's main module (a script without a `__main__` guard
+    would start again) and `fork` copies this process's threads' locks (DuckDB's, a Ray client's). Only a
+    table of more than `CHUNK_ROWS` rows makes a task, so a demo's verify starts no process. `curate verify`
+    uses it; a run hashes with its executor's tasks instead."""
+    import json
+    import os
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    import curation
+    workers = min(len(calls), os.cpu_count() or 1)
+    # a process starts in ~0.5 s (pyarrow, duckdb) and a full task hashes 2^18 rows in ~1.7 s: below four
+    # full tasks' rows in all (the 1M-document scale run's tables: 76k and 83k rows) one process is faster
+    rows = sum((args[-2] - args[-3]) * args[-1] for _, args in calls)
+    if workers <= 1 or rows < 4 * CHUNKS_PER_TASK * CHUNK_ROWS:
+        return {key: fn(*args) for key, args in calls}
+    root = str(Path(curation.__file__).resolve().parents[1])   # this curation, installed or a checkout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+    def run(key: str, args: tuple):
+        p = subprocess.run([sys.executable, "-c", _CHUNK_TASK, json.dumps([fn.__name__, list(args)])],
+                           capture_output=True, text=True, env=env)
+        if p.returncode:
+            raise CurateError(f"hashing {key} of the ledger failed in a worker process: {p.stderr[-2000:]}")
+        return json.loads(p.stdout)
+
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {key: pool.submit(run, key, args) for key, args in calls}
+        return {key: f.result() for key, f in futures.items()}
 
 
 def manifest_leaves(manifest: dict, fields: dict[str, str]) -> list[str]:

@@ -37,6 +37,7 @@ from curation.mixture.merkle import (
     ledger_digests,
     manifest_leaves,
     merkle_root,
+    processes_map,
 )
 from curation.mixture.sampling import read_plan, sample_counts
 from curation.shards.shardset import ShardSet
@@ -266,13 +267,13 @@ def _check_ledger(m: dict, ledger_dir: Path, check_location: bool = True) -> lis
     decisions were stored in it has a `decisions` view naming `decisions/` by absolute path: a location
     problem (like the hand-off's paths) that `--relocate` converts."""
     problems = []
-    parquet = ledger_digests(ledger_dir)
+    parquet = ledger_digests(ledger_dir, tasks=processes_map)
     for table, digest in m["ledger_tables"].items():
         if parquet.get(table) != digest and not _digested_whole(ledger_dir / f"{table}.parquet", digest):
             problems.append(f"ledger table {table!r} changed since the manifest was written")
     db = ledger_dir / "ledger.duckdb"
     try:
-        tables, views = duckdb_digests(db)
+        tables, views = duckdb_digests(db, tasks=processes_map)
     except Exception as e:  # noqa: BLE001
         return problems + [f"{db}: cannot be read ({e})"]
     evidence = tables.pop("decisions", None)

@@ -96,7 +96,46 @@ def test_a_table_of_more_than_a_chunk_is_the_digest_of_its_chunks_digests(tmp_pa
         calls.clear()
         assert merkle.ledger_digests(path.parent, tasks=counted) == {"t": want}, n
         assert len(calls) == (-(-len(chunks) // 2) if n > 7 else 0), n   # tasks only for a table of chunks
+        calls.clear()
+        assert duckdb_digests(tmp_path / "l.duckdb", tasks=counted)[0] == {"t": want}, n   # by row ids
+        assert len(calls) == (-(-len(chunks) // 2) if n > 7 else 0), n
     assert merkle.ledger_digests(path.parent) == {"t": want}
+
+
+@pytest.mark.slow   # starts processes
+def test_verify_hashes_the_chunks_of_large_tables_on_every_core(tmp_path, monkeypatch):
+    """`curate verify`'s map: the chunks of a large table, in Parquet and in its DuckDB copy, hashed in fresh
+    processes, give the digests of one process; a DuckDB table edited in place (a row deleted and inserted
+    again, so it moved to the end) is hashed in its new order, and so differs from its Parquet file."""
+    from curation.mixture import merkle
+    from curation.mixture.merkle import processes_map
+    monkeypatch.setattr(merkle, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(merkle, "CHUNKS_PER_TASK", 2)
+    pq.write_table(_table(95), tmp_path / "clusters.parquet", row_group_size=8)
+    pq.write_table(_table(4), tmp_path / "small.parquet")
+    tasks = []
+
+    def counted(fn, calls, label):
+        tasks.extend(calls)
+        return processes_map(fn, calls, label)
+    assert merkle.ledger_digests(tmp_path, tasks=counted) == merkle.ledger_digests(tmp_path)
+    assert len(tasks) == 5                                      # 10 chunks, 2 per task
+    con = duckdb.connect(str(tmp_path / "l.duckdb"))
+    for t in ("clusters", "small"):
+        con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{tmp_path / t}.parquet')")
+    con.close()
+    tasks.clear()
+    by_tasks = duckdb_digests(tmp_path / "l.duckdb", tasks=counted)[0]
+    assert by_tasks == duckdb_digests(tmp_path / "l.duckdb")[0] == merkle.ledger_digests(tmp_path)
+    assert len(tasks) == 5
+    con = duckdb.connect(str(tmp_path / "l.duckdb"))
+    con.execute("DELETE FROM clusters WHERE cluster = 's/00012'")
+    con.execute("INSERT INTO clusters SELECT * FROM read_parquet(?) WHERE cluster = 's/00012'",
+                [str(tmp_path / "clusters.parquet")])   # the same rows, one moved to the end
+    con.close()
+    moved = duckdb_digests(tmp_path / "l.duckdb", tasks=counted)[0]
+    assert moved == duckdb_digests(tmp_path / "l.duckdb")[0]
+    assert moved["clusters"] != by_tasks["clusters"] and moved["small"] == by_tasks["small"]
 
 
 def test_chunk_digests_read_only_their_rows(tmp_path):
