@@ -161,11 +161,17 @@ def ledger_digests(ledger_dir: Path, exclude: tuple[str, ...] = (), tasks: Calla
     for t, p in paths.items() if tasks is not None else ():
         if (rows := pq.ParquetFile(p).metadata.num_rows) > CHUNK_ROWS:
             chunked[t] = -(-rows // CHUNK_ROWS)
-    calls = {t: [(f"{t}/{first}", (str(paths[t]), first, min(first + CHUNKS_PER_TASK, n), CHUNK_ROWS))
-                 for first in range(0, n, CHUNKS_PER_TASK)] for t, n in chunked.items()}
-    done = tasks(chunk_digests, [c for cs in calls.values() for c in cs], "digest") if calls and tasks else {}
-    return {t: combine([d for key, _ in calls[t] for d in done[key]]) if t in chunked else table_digest(p)
-            for t, p in paths.items()}
+    by_tasks = _chunked_digests(tasks, chunk_digests, {t: (str(paths[t]),) for t in chunked}, chunked)
+    return {t: by_tasks[t] if t in chunked else table_digest(p) for t, p in paths.items()}
+
+
+def _chunked_digests(tasks: Callable | None, fn: Callable, where: dict[str, tuple], chunks: dict[str, int]) -> dict:
+    """Each table of `chunks` (table -> its number of chunks) hashed by `tasks`, `CHUNKS_PER_TASK` chunks a
+    task (`fn(*where[table], first, last, CHUNK_ROWS)`), its chunks' digests combined here."""
+    calls = {t: [(f"{t}/{first}", (*where[t], first, min(first + CHUNKS_PER_TASK, n), CHUNK_ROWS))
+                 for first in range(0, n, CHUNKS_PER_TASK)] for t, n in chunks.items()}
+    done = tasks(fn, [c for cs in calls.values() for c in cs], "digest") if calls and tasks else {}
+    return {t: combine([d for key, _ in calls[t] for d in done[key]]) for t in chunks}
 
 
 def duckdb_digests(db: Path, tasks: Callable | None = None) -> tuple[dict[str, str], dict[str, str]]:
@@ -196,10 +202,7 @@ def duckdb_digests(db: Path, tasks: Callable | None = None) -> tuple[dict[str, s
         views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
     finally:
         con.close()
-    calls = {t: [(f"{t}/{first}", (str(db), t, first, min(first + CHUNKS_PER_TASK, n), CHUNK_ROWS))
-                 for first in range(0, n, CHUNKS_PER_TASK)] for t, n in chunked.items()}
-    done = tasks(duckdb_chunk_digests, [c for cs in calls.values() for c in cs], "digest") if calls and tasks else {}
-    digests.update({t: combine([d for key, _ in calls[t] for d in done[key]]) for t in chunked})
+    digests.update(_chunked_digests(tasks, duckdb_chunk_digests, {t: (str(db), t) for t in chunked}, chunked))
     return dict(sorted(digests.items())), views
 
 
@@ -238,6 +241,7 @@ def processes_map(fn, calls: list[tuple[str, tuple]], label: str) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     import curation
+
     workers = min(len(calls), os.cpu_count() or 1)
     # a process starts in ~0.5 s (pyarrow, duckdb) and a full task hashes 2^18 rows in ~1.7 s: below four
     # full tasks' rows in all (the 1M-document scale run's tables: 76k and 83k rows) one process is faster
