@@ -118,12 +118,13 @@ def parts_select(part: PartRows) -> str:
             f"JOIN (VALUES {order}) o(file, pos) ON p.filename = o.file ORDER BY o.pos, p.file_row_number")
 
 
-def bounded(con, spill: Path | None, memory: str = DUCKDB_MEMORY, threads: int = DUCKDB_THREADS):
+def bounded(con, spill: Path | None, memory: str | None = None, threads: int | None = None):
     """`con` with DuckDB's memory and threads bounded (beyond `memory`, sorts, copies and in-memory tables
-    spill to `spill`), rows kept in insertion order and no progress bar; returns it."""
+    spill to `spill`), rows kept in insertion order and no progress bar; returns it. Unset, the bounds are
+    `DUCKDB_MEMORY` and `DUCKDB_THREADS` as they are at the call (a caller that lowers them is obeyed)."""
     try:
-        con.execute(f"SET memory_limit = '{memory}'")
-        con.execute(f"SET threads = {threads}")
+        con.execute(f"SET memory_limit = '{memory or DUCKDB_MEMORY}'")
+        con.execute(f"SET threads = {threads or DUCKDB_THREADS}")
         con.execute("SET preserve_insertion_order = true")   # tables and copies keep the rows' order
         con.execute("SET enable_progress_bar = false")        # a long copy prints nothing on the run's terminal
         if spill is not None:

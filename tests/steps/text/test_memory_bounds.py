@@ -1,7 +1,7 @@
 """Bounded memory per record: a 200 MB JSON line and a 1 GB gzip bomb (and a WARC whose one record
 inflates to 1 GB) are refused without the reading process growing by more than a stated bound.
 
-Each case runs the reader in a fresh subprocess and reads its peak RSS (`ru_maxrss`); the bound is on
+Each case runs the reader in a fresh subprocess and reads its peak RSS (VmHWM, `tests/peak.py`); the bound is on
 the growth over the same subprocess reading a one-line file, so that interpreter and import memory
 do not count. The bound, 96 MiB, is three times the default `max_record_bytes` (32 MiB): a record up
 to the limit may be held while it is read; nothing longer may be.
@@ -23,9 +23,10 @@ pytestmark = pytest.mark.slow  # writes ~200 MB and inflates 1 GB streams: about
 REPO = Path(__file__).resolve().parents[3]
 BOUND = 96 * 2**20
 _CHILD = r"""
-import json, resource, sys
+import json, sys
 from pathlib import Path
 from curation.core.record import QuarantineSink
+from tests.peak import peak
 kind, path = sys.argv[1], Path(sys.argv[2])
 if kind == "jsonl":
     from curation.steps.text.readers.read import JsonlReader
@@ -36,7 +37,7 @@ else:
     reader = WarcReader(path, shard_label=path.name, source="s", sink=QuarantineSink())
 n = sum(1 for _ in reader.run())
 print(json.dumps({"records": n, "quarantined": dict(reader.stats.quarantined),
-                  "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                  "peak": peak()}))
 """
 
 
