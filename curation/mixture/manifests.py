@@ -82,7 +82,7 @@ class _Shards:
 
     def __init__(self, out: Path, mdir: Path, tokens: dict, vocab, merged: dict | None = None):
         self.out, self.mdir, self.tokens, self._cache = out, mdir, tokens, {}
-        self.merged = merged or {}   # source -> its merge marker's `shards` (`runtime.tasks.run_merge`)
+        self.merged = merged or {}   # source -> its merge marker's `shards` (`runtime.merge.run_merge`)
         self.blocks = [Block(b.name, b.start, b.size) for b in vocab.blocks]
         self.reserved = vocab.reserved
 

@@ -14,6 +14,7 @@ from curation.core.node import Node
 from curation.core.outloc import is_remote
 from curation.plan.fingerprint import digest
 from curation.plan.phases import stage_partial_reads, stage_runners
+from curation.runtime.fanout import spreading
 from curation.runtime.tasks import RECORD_TASKS
 
 _RUNNERS: dict = {}
@@ -41,7 +42,8 @@ def run_node(out: str, node: Node) -> dict:
     if is_remote(out):
         from curation.runtime.mirror import adopt, copy_held
         from curation.runtime.publish import run_staged
-        return run_staged(out, node, _run_here, adopt, partial_reads(node), copy_held)
+        with spreading(False):   # the staging folder is this machine's: no other node could write into it
+            return run_staged(out, node, _run_here, adopt, partial_reads(node), copy_held)
     return _run_here(Path(out), node)
 
 

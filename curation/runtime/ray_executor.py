@@ -25,6 +25,7 @@ from curation.core.node import Node
 from curation.core.resources import ray_options
 from curation.errors import CurateError
 from curation.runtime import cluster
+from curation.runtime.fanout import spreading
 from curation.runtime.schedule import run_all
 
 # a list in a node at least this long (0.2 MB pickled) goes to the object store once and travels by reference;
@@ -239,4 +240,5 @@ def _on_node(fn: Callable, *args):
     batches (reports/benchmarks/tokenizer_threads.md). Token ids do not depend on the threads."""
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     import ray
-    return ray.get_runtime_context().get_node_id(), fn(*map(_full, args))
+    with spreading(True):   # a task may spread pieces of its work over the cluster (`runtime.fanout`)
+        return ray.get_runtime_context().get_node_id(), fn(*map(_full, args))

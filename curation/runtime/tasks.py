@@ -1,4 +1,4 @@
-"""The record pipeline's tasks: process, tokenize and merge one shard or source, for any modality.
+"""The record pipeline's tasks: process and tokenize one shard (merge a source: `runtime.merge`), for any modality.
 
 Each takes the output folder and its node, rebuilds what it needs from the node's plain spec (models,
 LID files and vocabularies are cached per worker process), writes its outputs atomically and returns
@@ -7,7 +7,6 @@ the modality's declaration (`curation.steps.registry.MODALITIES`) reads, checks,
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,19 +21,13 @@ from curation.core.layout import (
     part_prefix,
     processed_path,
     quarantine_path,
-    source_domains_path,
-    source_prefix,
 )
 from curation.core.node import Node
-from curation.core.parts import sum_parts
 from curation.core.record import QuarantineSink
-from curation.core.vocab import Block
 from curation.plan.pipeline import build_steps, encoder_spec, process_chain
-from curation.recipe.output import MAX_PART_BYTES
 from curation.recipe.schema import Source
+from curation.runtime.merge import run_merge
 from curation.shards import IndexedWriter
-from curation.shards.counting import TokenCounter
-from curation.shards.merging import PART, split_merge
 from curation.steps.compliance.domains import web_domain
 from curation.steps.droplist import DropListed, read_drops
 from curation.steps.encode import BatchCodes
@@ -152,62 +145,6 @@ def run_tokenize(out: Path, node: Node) -> dict:
             "tokens": tokens,
             "outputs": [*(f"{_rel(out, prefix)}{suffix}{ext}" for suffix in spec["outputs"]
                           for ext in (".bin", ".idx")), *sunk]}
-
-
-def run_merge(out: Path, node: Node) -> dict:
-    """Each output's parts concatenated in shard order, as parts of at most `max_part_bytes` of `.bin`
-    (`shards.merging.split_merge`; one part keeps the source's prefix). The marker carries what the ledger and
-    manifests need of every merged shard set (`shards`: suffix -> documents, tokens by modality, bytes and
-    sha256 of its files; a split set lists them per part under `parts`, with `unsplit_sha256`), computed here
-    as the bytes are written, so the driver never reads the shards again; and (`domains`) the file of the
-    source's documents and tokens per web domain, summed from its tokenize tasks' files."""
-    prefix = source_prefix(out, node.source)
-    layout = node.spec["vocab"]
-    outputs: list[str] = []
-    extra: dict[str, str] = {}
-    counted = [domains_path(out, node.source, s) for s in node.spec["shards"]]
-    if all(p.is_file() for p in counted):   # tokenize tasks of an older curate wrote none: the driver counts
-        summed = source_domains_path(out, node.source)
-        sum_parts(counted, ("web_domain",), ("documents", "tokens"), summed, {"source": node.source})
-        outputs.append(_rel(out, summed))
-        extra["domains"] = _rel(out, summed)
-    blocks = [Block(name, start, size) for name, start, size in layout["blocks"]]
-    limit = node.spec.get("max_part_bytes", MAX_PART_BYTES)
-    shards = {}
-    counters: dict[Path, TokenCounter] = {}
-
-    def counter(p: Path) -> Callable:
-        counters[p] = TokenCounter(blocks, layout["reserved"], f"{p}.bin")
-        return counters[p].add
-
-    for suffix in node.spec["outputs"]:   # the source's shards, and its other outputs (.no_reasoning, ...) alike
-        target = Path(f"{prefix}{suffix}")
-        whole: dict = {}
-        written = split_merge([Path(f"{part_prefix(out, node.source, s)}{suffix}") for s in node.spec["shards"]],
-                              target, limit, tokens=counter, whole=whole)
-        _remove_other_parts(target, [p for p, _, _ in written])
-        parts = []
-        for p, n_seq, hashes in written:
-            exts = (".bin", ".idx") if n_seq else (".idx",)
-            parts.append({"prefix": p.name, **counters[p].result(p),
-                          "files": {ext: {"bytes": Path(f"{p}{ext}").stat().st_size, "sha256": hashes[ext]}
-                                    for ext in exts}})
-            outputs += [f"{_rel(out, p)}{ext}" for ext in exts]
-        if len(parts) == 1:
-            shards[suffix] = {k: v for k, v in parts[0].items() if k != "prefix"}
-        else:
-            shards[suffix] = {**{k: sum(p[k] for p in parts) for k in ("text", "image", "audio", "documents", "total")},
-                              "parts": parts, "unsplit_sha256": [whole[".bin"], whole[".idx"]]}
-    return {"outputs": outputs, "shards": shards, **extra}
-
-
-def _remove_other_parts(target: Path, written: list[Path]) -> None:
-    """An earlier run's files of this shard set under the other names (one prefix, or more parts)."""
-    keep = {p.name for p in written}
-    for old in [target, *(Path(str(f)[:-len(".idx")]) for f in target.parent.glob(f"{target.name}{PART}*.idx"))]:
-        if old.name not in keep:
-            for ext in (".bin", ".idx"):
-                Path(f"{old}{ext}").unlink(missing_ok=True)
 
 
 RECORD_TASKS = {"process": run_process, "tokenize": run_tokenize, "merge": run_merge}

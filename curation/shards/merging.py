@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +46,39 @@ def part_name(prefix: Path, k: int) -> Path:
     return Path(f"{prefix}{PART}{k:05d}")
 
 
+class PartJob(NamedTuple):
+    """One part of a split merge: written to `target`, documents `docs` of the inputs' concatenation, whose
+    tokens are its `.bin` bytes `span` (end None: to the end)."""
+    target: Path
+    docs: tuple[int, int]
+    span: tuple[int, int | None]
+
+
+def plan_split(parts: list[Path], prefix: Path, max_bytes: int,
+               chunk: int = CHUNK) -> tuple[np.dtype, list[int], list[PartJob]]:
+    """(token type, documents per input, the parts to write) of `split_merge`: one part keeps `prefix`, several
+    are `part_name(prefix, k)`. Each part can be written on its own (`write_part`), in any order, anywhere that
+    sees the inputs."""
+    dtype, counts = _headers(parts, prefix)
+    cuts = plan_cuts(parts, dtype, max_bytes, chunk)
+    if len(cuts) == 1:
+        return dtype, counts, [PartJob(Path(prefix), (0, cuts[0][0]), (0, None))]
+    jobs, doc, byte = [], 0, 0
+    for k, (docs, nbytes) in enumerate(cuts):
+        jobs.append(PartJob(part_name(prefix, k), (doc, doc + docs), (byte, byte + nbytes)))
+        doc, byte = doc + docs, byte + nbytes
+    return dtype, counts, jobs
+
+
+def write_part(parts: list[Path], counts: list[int], dtype: np.dtype, job: PartJob, *, chunk: int = CHUNK,
+               tokens=None, whole=None) -> dict:
+    """Write one part of `plan_split`; returns the sha256 of its files (`.idx`, and `.bin` when it has
+    documents). `tokens` is given each block of its ids; `whole`, a sha256 object, is fed its `.bin` bytes."""
+    hashes: dict = {}
+    _write_range(parts, counts, job.target, dtype, job.docs, job.span, chunk, tokens, hashes, whole)
+    return hashes
+
+
 def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int = CHUNK, tokens=None,
                 whole: dict | None = None) -> list[tuple[Path, int, dict]]:
     """`merge` into parts of at most `max_bytes` of `.bin` each, cut between documents (a document larger than
@@ -52,28 +86,30 @@ def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int =
     `merge`. One part keeps `prefix` (the bytes `merge` writes); several are `part_name(prefix, k)`. Returns
     (prefix, sequences, sha256 of its files) per part; `tokens(prefix)` gives the callable fed each block of
     that part's ids. `whole` receives the sha256 that `merge`'s `.bin` and `.idx` would have (`.bin`, `.idx`),
-    so what identifies the documents does not depend on the part size."""
-    dtype, counts = _headers(parts, prefix)
-    cuts = plan_cuts(parts, dtype, max_bytes, chunk)
-    whole_bin = hashlib.sha256() if len(cuts) > 1 else None   # one part: its own digest is the whole set's
-    if len(cuts) == 1:
-        targets = [Path(prefix)]
-    else:
-        targets = [part_name(prefix, k) for k in range(len(cuts))]
-    written, doc, byte = [], 0, 0
-    for target, (docs, nbytes) in zip(targets, cuts):
-        hashes: dict = {}
-        end = None if len(cuts) == 1 else byte + nbytes
-        _write_range(parts, counts, target, dtype, (doc, doc + docs), (byte, end), chunk,
-                     tokens(target) if tokens else None, hashes, whole_bin)
-        written.append((target, docs, hashes))
-        doc, byte = doc + docs, byte + nbytes
+    so what identifies the documents does not depend on the part size. The parts are written here, one after
+    the other; `plan_split` and `write_part` let a caller spread them (`curation.runtime.merge`)."""
+    dtype, counts, jobs = plan_split(parts, prefix, max_bytes, chunk)
+    whole_bin = hashlib.sha256() if len(jobs) > 1 else None   # one part: its own digest is the whole set's
+    written = []
+    for job in jobs:
+        hashes = write_part(parts, counts, dtype, job, chunk=chunk,
+                            tokens=tokens(job.target) if tokens else None, whole=whole_bin)
+        written.append((job.target, job.docs[1] - job.docs[0], hashes))
     if whole is not None:
         if whole_bin is None:
             whole[".bin"], whole[".idx"] = written[0][2].get(".bin", EMPTY_SHA256), written[0][2][".idx"]
         else:
             whole[".bin"], whole[".idx"] = whole_bin.hexdigest(), index_sha256(parts, chunk)
     return written
+
+
+def unsplit_digests(parts: list[Path], chunk: int = CHUNK) -> tuple[str, str]:
+    """The sha256 of the `.bin` and `.idx` that `merge` would write for these inputs, read from them without
+    writing anything (what `split_merge` puts in `whole` when its parts are written elsewhere)."""
+    h = hashlib.sha256()
+    for block in _bin_blocks(parts, 0, None):
+        h.update(block)
+    return h.hexdigest(), index_sha256(parts, chunk)
 
 
 def plan_cuts(parts: list[Path], dtype: np.dtype, max_bytes: int, chunk: int = CHUNK) -> list[tuple[int, int]]:

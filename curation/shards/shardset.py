@@ -1,6 +1,6 @@
 """A source's shard set: its merged documents in order, held by one Megatron prefix or by several parts.
 
-The merge task (`curation.runtime.tasks.run_merge`) writes a shard set as parts of at most the recipe's
+The merge task (`curation.runtime.merge.run_merge`) writes a shard set as parts of at most the recipe's
 `shards.max_part_bytes` of `.bin` each (`shards.merging.split_merge`): a set that fits one part is the
 prefix `tokenized/<source>/<source><suffix>` as before; a larger one is `<prefix>.part-00000`,
 `<prefix>.part-00001`, ... Documents are never split across parts, so document `d` of the set is document

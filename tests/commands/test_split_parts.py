@@ -151,6 +151,38 @@ def test_verify_passes_and_catches_a_missing_or_corrupted_part(split_run, tmp_pa
         verify_manifest(manifest)
 
 
+def test_on_ray_each_part_is_a_task_of_its_own_and_the_bytes_are_the_same(split_run, tmp_path):
+    """The split run's merges again on embedded Ray (2 workers): every set of several parts is written by a
+    task per part (`runtime.fanout`) while the merge task hashes the unsplit set; the files, the merge markers'
+    `shards`, the ledger and the manifests are those the local executor wrote."""
+    import ray
+
+    from curation.commands.run import run
+    from curation.core.layout import marker_path
+    from tests.benchmarks.compare_outputs import compare
+
+    out = tmp_path / "out"
+    shutil.copytree(split_run.out, out, symlinks=True)
+    merges = [n for n in split_run.plan.nodes() if n.phase == "merge"]
+    for n in merges:
+        marker_path(out, n.key).unlink()
+    for f in (out / "tokenized").glob("*/*.*"):   # the merged sets (the tokenize parts are in */parts/)
+        f.unlink()
+    if ray.is_initialized():
+        ray.shutdown()
+    result = run(split_run.plan.recipe.path, out, progress=False, executor="ray", workers=2)
+    assert result.executed == len(merges)
+    assert compare(split_run.out, out) == []
+    spread = 0
+    for n in merges:
+        local, on_ray = (json.loads(marker_path(o, n.key).read_text()) for o in (split_run.out, out))
+        assert on_ray["shards"] == local["shards"]
+        parts = sum(len(s.get("parts", [])) for s in on_ray["shards"].values())
+        assert on_ray.get("part_tasks", 0) == parts and "part_tasks" not in local
+        spread += parts
+    assert spread > 20
+
+
 def test_a_bad_part_size_is_a_recipe_error_naming_the_field(tmp_path):
     from curation.errors import RecipeError
     from curation.recipe import load_recipe

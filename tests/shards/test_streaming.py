@@ -126,7 +126,7 @@ def test_the_merge_task_counts_and_hashes_the_shards_it_writes(tmp_path):
     from curation.core.hashing import fingerprint, sha256_file
     from curation.core.layout import part_prefix, source_prefix
     from curation.core.node import Node
-    from curation.runtime.tasks import run_merge
+    from curation.runtime.merge import run_merge
 
     rng = np.random.default_rng(2)
     for k, n in enumerate((40, 0, 25)):
