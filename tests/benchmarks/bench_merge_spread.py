@@ -4,7 +4,8 @@
 Each variant runs the source's merge task alone in a fresh process, with `shards.max_part_bytes` set on its
 node (`--part-bytes`): `one` calls `run_merge` in the process (the local executor's way), `spread` starts an
 embedded Ray of `--workers` CPUs, warms its workers, then runs the same task as the Ray executor does
-(`ray_executor._on_node`), so the parts become tasks of their own. The two alternate `--rounds` times; every run
+(`ray_executor._on_node`), so the parts become tasks of their own; `hash` times the one piece that stays in one
+process when they are (`shards.merging.unsplit_digests`: one sha256 over the set's bytes). They alternate `--rounds` times; every run
 must give the same marker `shards` (part files, counts and sha256, `unsplit_sha256`). Afterwards the folder's
 merged set is written back as its recipe had it.
 
@@ -35,6 +36,13 @@ from curation.runtime.merge import run_merge
 if variant == "one":
     t = time.perf_counter()
     result = run_merge(out, node)
+elif variant == "hash":   # what stays in one process when the parts are tasks: the set's unsplit sha256
+    from curation.core.layout import part_prefix
+    from curation.shards.merging import unsplit_digests
+    inputs = [Path(f"{part_prefix(out, node.source, s)}") for s in node.spec["shards"]]
+    t = time.perf_counter()
+    unsplit_digests(inputs)
+    result = {"shards": None}
 else:
     import ray
     from curation.runtime.ray_executor import _loopback_env, _on_node
@@ -46,7 +54,7 @@ else:
     t = time.perf_counter()
     result = ray.get(task.remote(run_merge, out, node))[1]
 print(json.dumps({"seconds": time.perf_counter() - t, "shards": result["shards"],
-                  "part_tasks": result.get("part_tasks", 0)}))
+                  "part_tasks": result.get("part_tasks", 0) if result["shards"] else 0}))
 """
 
 
@@ -83,9 +91,14 @@ def main() -> None:
     node = dataclasses.replace(original, spec={**original.spec, "max_part_bytes": a.part_bytes})
     runs, shards = [], None
     for r in range(a.rounds):
-        for variant in ("one", "spread"):
+        for variant in ("one", "spread", "hash"):
             load = os.getloadavg()
             m = measure(variant, a.out, node, a.workers)
+            if variant == "hash":
+                runs.append({"variant": variant, "round": r, "seconds": round(m["seconds"], 2),
+                             "load_1min": round(load[0], 2)})
+                print(runs[-1], flush=True)
+                continue
             if shards is None:
                 shards = m["shards"]
             assert m["shards"] == shards, f"{variant} round {r}: the merged set differs"
@@ -100,7 +113,7 @@ def main() -> None:
               "part_bytes": a.part_bytes, "parts": parts, "tokens": tokens, "workers": a.workers,
               "cpus": os.cpu_count(), "runs": runs}
     a.results.write_text(json.dumps(result, indent=1) + "\n")
-    for variant in ("one", "spread"):
+    for variant in ("one", "spread", "hash"):
         s = sorted(x["seconds"] for x in runs if x["variant"] == variant)
         print(f"{variant}: {s} s")
 

@@ -10,19 +10,23 @@ cost per document. How a phase spreads over a cluster depends on its kind:
     shuffle   tasks per hash range (exact parts: one per 16 shards up to 1024; MinHash bands × partitions):
               compute spread over min(tasks, cores); plus the reads the file layout implies (below),
               at `NODE_IO` bytes/s per node
-    single    one task (exact resolution, clustering, merge per source, the driver's ledger, manifests
-              and report): b·N as measured here, on one core and one stream of reads and writes;
-              memory: what it holds per duplicate or document, measured
+    single    one task (exact resolution, clustering, the driver's ledger, manifests and report): b·N as
+              measured here, on one core and one stream of reads and writes; memory: what it holds per
+              duplicate or document, measured
+    parts     the merge: a task per output part spreads the copy; one stream per source hashes the whole
+              set (its rate measured by bench_merge_spread.py, reports/benchmarks/merge_spread.json)
 
 `predict` checks the model on this machine: fitted on the smaller runs, it predicts the largest one.
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 KIND = {"start": "fixed", "process": "shard", "exact_keys": "shard", "signatures": "shard", "tokenize": "shard",
         "exact_part": "shuffle", "band": "shuffle", "cc_scatter": "shuffle", "cc_round": "shuffle",
-        "cc_resolve": "shuffle", "cc_settle": "single", "exact": "single", "clusters": "single", "merge": "single",
+        "cc_resolve": "shuffle", "cc_settle": "single", "exact": "single", "clusters": "single", "merge": "parts",
         "finish": "single", "exact_scatter": "shuffle", "exact_round": "shuffle", "exact_resolve": "shuffle",
         "exact_settle": "single"}
 NODE_IO = 2e9        # bytes/s a node reads from the shared store (assumed: NVMe or a parallel file system)
@@ -194,12 +198,7 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
                 f"one process (one task per block of shards would spread it); it streams the {band_parts} resolve "
                 "parts, a row group and a batch of each (`corpus/cc_files.ShardRuns`)")
         elif phase == "merge":
-            secs = b * docs   # measured: one stream copying on this machine
-            mem, note = "< 0.1 GB (streams)", (
-                f"one task per source copies {docs * tok_per_doc / 1e12:,.1f} TB into parts of at most "
-                "`shards.max_part_bytes` (4 GiB: several prefixes per source in the blend), in sequence, since it "
-                "also hashes the whole set (`unsplit_sha256`, which keeps plans independent of the part size); "
-                "a task per part would spread the copy, leaving one streaming sha256 per source")
+            secs, mem, note = _merge(b * docs, docs * tok_per_doc, nodes, total_cores)
         else:   # finish: the driver's ledger, manifests, hand-off, report
             d0, d1 = fit([(n, runs[str(n)]["phases"].get("finish", {}).get("driver", 0.0)) for n in sizes])
             driver_gb = (d0 + d1 * docs) / 1024
@@ -214,6 +213,28 @@ def cluster(results: dict, docs: float = 1e9, nodes: int = 16, cores: int = 64) 
         rows.append(f"| {phase} | {kind} | {secs / 3600:,.2f} | {mem} | {note} |")
     head = ["| phase | kind | hours | memory per node | what bounds it |", "|---|---|---|---|---|"]
     return head + rows + [f"| **all** | | **{total / 3600:,.1f}** | | |"], worst[0], driver_gb
+
+
+def _merge(one_task_s: float, nbytes: float, nodes: int, total_cores: int) -> tuple[float, str, str]:
+    """The merge of a source's `nbytes` of tokens: a task per part (`runtime.merge`, measured on 2 cores by
+    bench_merge_spread.py) spreads the copy over the cluster; the set's unsplit sha256 stays one stream."""
+    path = Path(__file__).resolve().parents[2] / "reports" / "benchmarks" / "merge_spread.json"
+    if not path.is_file():
+        return one_task_s, "< 0.1 GB (streams)", "one task per source copies and hashes every byte in sequence"
+    spread = json.loads(path.read_text())
+    hashes = sorted(r["seconds"] for r in spread["runs"] if r["variant"] == "hash")
+    per_byte = hashes[len(hashes) // 2] / (spread["tokens"] * 4)
+    hash_s = per_byte * nbytes
+    copy_s = max(one_task_s / total_cores, 2 * nbytes / (nodes * NODE_IO))
+    parts = nbytes / 2**32
+    return max(hash_s, copy_s), "< 0.1 GB per task (streams)", (
+        f"{nbytes / 1e12:,.1f} TB into ~{parts:,.0f} parts of at most `shards.max_part_bytes` (4 GiB), each part "
+        f"a task of its own (`runtime.fanout`): the copy and its counts spread over the cluster "
+        f"({copy_s / 60:,.0f} min: the one-task slope over {total_cores:,} cores, or the store's I/O), while the "
+        f"merge task streams the set once more for its `unsplit_sha256` ({1 / per_byte / 1e9:.2f} GB/s measured, "
+        f"bench_merge_spread.py: {hash_s / 3600:,.2f} h), the one term that stays in one process (a digest "
+        "as a tree of parts would change what identifies a split set; one task doing it all: "
+        f"{one_task_s / 3600:,.2f} h)")
 
 
 MAX_PREFIX_TOKENS = 2**31 - 1   # megatron-core's int32 document length: the default bound of a packed prefix
