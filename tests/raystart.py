@@ -77,22 +77,39 @@ def _stop(nodes: list[subprocess.Popen]) -> None:
                 proc.wait()
 
 
-def _running(root, prefix: str) -> tuple[list, str | None, object]:
-    """(the node's processes, the name of a running task `ray::<prefix>...` or None, its raylet or None)."""
+def _running(root, prefix: str) -> tuple[list, str | None, object, object]:
+    """(the node's processes, the name of a running task `ray::<prefix>...` or None, its worker process, its
+    raylet or None)."""
     import psutil
 
     tree = root.children(recursive=True)
-    task = raylet = None
+    task = worker = raylet = None
     for p in tree:
         try:
             cmd = " ".join(p.cmdline())
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if cmd.startswith(f"ray::{prefix}"):
-            task = cmd.strip()   # Ray pads the process title with spaces
+            task, worker = cmd.strip(), p   # Ray pads the process title with spaces
         if p.name() == "raylet" or "/raylet/raylet" in cmd:
             raylet = p
-    return tree, task, raylet
+    return tree, task, worker, raylet
+
+
+def _still_running(worker, task: str) -> bool:
+    """Stop the worker, then read its title again: a task read as running may have ended (and its worker taken the
+    next) in the moment since, and a kill would then lose another task than the one recorded. Stopped, it cannot
+    finish; if its title changed it is let go again."""
+    import psutil
+
+    try:
+        worker.suspend()
+        if " ".join(worker.cmdline()).strip() == task:
+            return True
+        worker.resume()
+    except psutil.NoSuchProcess:
+        pass
+    return False
 
 
 def _kill_when(nodes: dict[str, subprocess.Popen], step: dict, run: tuple | None) -> tuple[str, dict]:
@@ -106,7 +123,8 @@ def _kill_when(nodes: dict[str, subprocess.Popen], step: dict, run: tuple | None
     roots = {name: psutil.Process(proc.pid) for name, proc in nodes.items()}
     while True:
         found = [(name, *_running(root, step["when"])) for name, root in roots.items()]
-        hit = next(((name, tree, task, raylet) for name, tree, task, raylet in found if task and raylet), None)
+        hit = next(((name, tree, task, raylet) for name, tree, task, worker, raylet in found
+                    if task and raylet and _still_running(worker, task)), None)
         if hit:
             break
         if time.monotonic() > deadline or (run and run[0].poll() is not None):

@@ -151,12 +151,10 @@ def test_verify_passes_and_catches_a_missing_or_corrupted_part(split_run, tmp_pa
         verify_manifest(manifest)
 
 
-def test_on_ray_each_part_is_a_task_of_its_own_and_the_bytes_are_the_same(split_run, tmp_path):
+def test_on_ray_each_part_is_a_task_of_its_own_and_the_bytes_are_the_same(split_run, tmp_path, ray_local):
     """The split run's merges again on embedded Ray (2 workers): every set of several parts is written by a
     task per part (`runtime.fanout`) while the merge task hashes the unsplit set; the files, the merge markers'
     `shards`, the ledger and the manifests are those the local executor wrote."""
-    import ray
-
     from curation.commands.run import run
     from curation.core.layout import marker_path
     from tests.benchmarks.compare_outputs import compare
@@ -168,8 +166,6 @@ def test_on_ray_each_part_is_a_task_of_its_own_and_the_bytes_are_the_same(split_
         marker_path(out, n.key).unlink()
     for f in (out / "tokenized").glob("*/*.*"):   # the merged sets (the tokenize parts are in */parts/)
         f.unlink()
-    if ray.is_initialized():
-        ray.shutdown()
     result = run(split_run.plan.recipe.path, out, progress=False, executor="ray", workers=2)
     assert result.executed == len(merges)
     assert compare(split_run.out, out) == []
