@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from curation.core.layout import drops_path, is_processed_table
 from curation.core.node import Node
-from curation.steps.droplist import write_drops
+from curation.steps.droplist import write_drop_columns, write_drops
 
 
 @dataclass
@@ -111,6 +111,14 @@ class CorpusPhase:
             write_drops(path, drops)
             paths.append(str(path.relative_to(out)))
         return paths
+
+
+    def write_drop_table(self, out: Path, shard: tuple[str, str], ids, reasons, details) -> str:
+        """`write_drops` for one shard from Arrow columns (ids, their reasons or one for all, the evidence of
+        each; `steps.droplist.write_drop_columns`); returns the path. The assemblies that write a shard's drops from the resolved parts hold no Python row per record."""
+        path = drops_path(out, self.name, *shard)
+        write_drop_columns(path, ids, reasons, details)
+        return str(path.relative_to(out))
 
 
 def processed_columns(rel: str, columns: list[str]) -> Callable | None:

@@ -196,8 +196,8 @@ def run_assemble(out: Path, node: Node, phase) -> dict:
         pieces = [piece for r in runs for piece in r.take(number)]
         table = pa.concat_tables(pieces) if pieces else DUPS.empty_table()
         table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
-        rows = table.to_pylist()
-        outputs += phase.write_drops(out, [shard], rows)
-        n += len(rows)
+        outputs.append(phase.write_drop_table(out, shard, table.column("id"), table.column("reason"),
+                                              table.column("detail")))
+        n += table.num_rows
     return {"duplicates": n, "outputs": outputs}
 

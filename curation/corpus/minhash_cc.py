@@ -233,14 +233,13 @@ def run_clusters(out: Path, node: Node, phase) -> dict:
             pieces = [piece for r in runs for piece in r.take(number)]
             table = pa.concat_tables(pieces) if pieces else DUP_PART.empty_table()
             table = table.take(pa.array(np.argsort(table.column("node").to_numpy(), kind="stable")))
-            rows = table.drop_columns(["node"]).to_pylist()
-            pending.append(pa.Table.from_pylist(rows, schema=DUPLICATES))
+            rows = pa.Table.from_arrays([table.column(c).combine_chunks() for c in DUPLICATES.names], schema=DUPLICATES)
+            pending.append(rows)
             if sum(t.num_rows for t in pending) >= cc_files.RESOLVED_GROUP_ROWS:
                 w.write_table(pa.concat_tables(pending))
                 pending = []
-            drops += phase.write_drops(out, [shard], [r | {"reason": "near_duplicate", "detail": r["cluster"]}
-                                                      for r in rows])
-            n_dups += len(rows)
+            drops.append(phase.write_drop_table(out, shard, rows.column("id"), "near_duplicate", rows.column("cluster")))
+            n_dups += rows.num_rows
         w.write_table(pa.concat_tables(pending) if pending else DUPLICATES.empty_table())
     tmp.replace(base / "duplicates.parquet")
     tmp = base / "clusters.parquet.tmp"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 RETRIES = 3   # as the executor's own DEFAULT_RETRIES for a lost task
 _spreading = False
@@ -38,7 +37,13 @@ def can_spread() -> bool:
     return _spreading
 
 
-_REMOTE: dict[Callable, Any] = {}
+def _call(fn: Callable, *args):
+    """A piece as a Ray task: `fn` travels as an argument (pickled by reference when importable), so any callable
+    works, builtins included, and one remote function serves every caller."""
+    return fn(*args)
+
+
+_remote_call = None
 
 
 class Spread:
@@ -46,12 +51,13 @@ class Spread:
     when `results()` is called. Call `results()` once."""
 
     def __init__(self, fn: Callable, calls: Sequence[tuple]):
+        global _remote_call
         self.fn, self.calls, self.refs = fn, list(calls), None
         if _spreading and self.calls:
-            if fn not in _REMOTE:
+            if _remote_call is None:
                 import ray
-                _REMOTE[fn] = ray.remote(num_cpus=1, max_retries=RETRIES, scheduling_strategy="SPREAD")(fn)
-            self.refs = [_REMOTE[fn].remote(*args) for args in self.calls]
+                _remote_call = ray.remote(num_cpus=1, max_retries=RETRIES, scheduling_strategy="SPREAD")(_call)
+            self.refs = [_remote_call.remote(fn, *args) for args in self.calls]
 
     @property
     def remote(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation.core.atomic import atomic_write_parquet
@@ -31,6 +32,18 @@ def write_drops(path: Path, rows: list[tuple]) -> None:
     atomic_write_parquet(path, pa.table({"id": [r[0] for r in rows], "reason": [r[1] for r in rows],
                                          "detail": [r[2] or "" for r in rows],
                                          "image": [r[3] if len(r) > 3 else None for r in rows]}, schema=SCHEMA))
+
+
+def write_drop_columns(path: Path, ids, reasons, details) -> None:
+    """`write_drops` of whole records from Arrow columns (no Python row per record): the ids, their reasons (a
+    column, or one string for all), the evidence of each (null is written as ""): the file `write_drops` writes
+    for the same rows."""
+    def column(values) -> pa.Array:
+        return pa.chunked_array(values).combine_chunks().cast(pa.string())
+    n = len(ids)
+    reason = pa.array([reasons] * n, pa.string()) if isinstance(reasons, str) else column(reasons)
+    columns = [column(ids), reason, pc.fill_null(column(details), ""), pa.nulls(n, pa.int32())]
+    atomic_write_parquet(path, pa.Table.from_arrays(columns, schema=SCHEMA))
 
 
 def read_drops(path: Path) -> dict:
