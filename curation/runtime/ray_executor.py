@@ -55,6 +55,12 @@ def _full(arg):
 # Lost with their worker or node (killed, preempted, out of memory): the task itself did nothing wrong,
 # so it runs again elsewhere. An exception the task raised (RayTaskError) is never retried.
 DEFAULT_RETRIES = 3
+# A worker process runs at most this many tasks, then Ray starts a fresh one (`max_calls`). Workers are reused
+# across phases, so without it a worker's memory is the union of everything it ever ran and cached (spaCy's
+# strings, the tokenizer, allocator pages kept from earlier tasks), and grows with the number of tasks, that
+# is, with the corpus: the largest worker measured 336 MB at 100k documents and 420 MB at 1M (1.25x;
+# reports/benchmarks/scale.md). A fresh worker costs its start and its first task's model loads (about 2 s).
+WORKER_TASKS = 100
 
 
 def _system_failures() -> tuple[type[BaseException], ...]:
@@ -116,7 +122,7 @@ class RayExecutor:
                      configure_logging=True)
             self._started = True
         # max_retries=0: this executor retries lost tasks itself, so that each retry is recorded
-        self._remote = ray.remote(num_cpus=1, max_retries=0)(_on_node)
+        self._remote = ray.remote(num_cpus=1, max_retries=0, max_calls=WORKER_TASKS)(_on_node)
         self._system = _system_failures()
         self.gpus = float(ray.cluster_resources().get("GPU", 0))   # GPU tasks ask for one each (`ray_options`)
         return self

@@ -48,11 +48,14 @@ BOUNDS = [
     "spilling beyond), and hashed for the manifests 8,192 rows at a time (a table of more than 2^15 rows by tasks, a chunk of 2^15 rows each, the driver combining their digests); a sampling plan needs its source's "
     "lengths (memory-mapped) and ~32 bytes per document while drawn | shards (markers), documents of the "
     "largest source (sampling) |",
-    "| Ray workers | are reused across phases, so a worker's peak is the union of what it cached: spaCy "
-    "(signatures) and the tokenizer (tokenize) | nothing |", "",
+    "| Ray workers | are reused across phases, so a worker's peak is the union of what it ran and cached (spaCy for "
+    "signatures, the tokenizer, allocator pages); each runs at most `WORKER_TASKS` (100) tasks, then a fresh "
+    "process takes over (`runtime/ray_executor.py`) | nothing (without the cap: the tasks it ran) |", "",
     "`tests/corpus/test_stream_memory.py` (slow) holds a signature and a decontamination task to this: in a "
-    "fresh process, the RSS high-water mark grows by less than 16 MB for a shard of 20,000 documents (47 MB of "
-    "text), and by less than 8 MB more than for 4,000. `tests/shards/test_streaming.py`: counting in blocks "
+    "fresh process, the RSS high-water mark (VmHWM, reset as the task starts: `tests/peak.py`) grows by less than "
+    "32 MB for a shard of 20,000 documents (47 MB of text; one batch's working set: 22 MB for signatures, 15 MB "
+    "for decontamination), and by less than 8 MB more than for 4,000 (measured with the system allocator: "
+    "Arrow's jemalloc keeps pages of freed batches). `tests/shards/test_streaming.py`: counting in blocks "
     "equals counting at once, and the streaming merge writes the bytes of a whole-index write.",
 ]
 
