@@ -100,7 +100,7 @@ def installed(request, wheel, venvs):
     version = _sh([str(venv / "bin" / "python"), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
                   env=env, timeout=60).stdout.strip()
     assert request.param in ("current", version)
-    return wheel, venv, empty, env, request.param
+    return wheel, venv, empty, env
 
 
 def test_wheel_holds_the_runtime_data(wheel):
@@ -115,7 +115,7 @@ def test_wheel_holds_the_runtime_data(wheel):
 
 
 def test_text_only_install_has_one_fasttext_and_no_torch(installed):
-    _, venv, _, env, _ = installed
+    _, venv, _, env = installed
     dists = {re.split(r"==| @ ", line)[0].lower() for line in
              _sh([str(venv / "bin" / "pip"), "freeze"], env=env, timeout=120).stdout.splitlines()}
     assert "curate-llm" in dists
@@ -127,18 +127,15 @@ def test_text_only_install_has_one_fasttext_and_no_torch(installed):
 
 
 def test_demo_runs_from_an_empty_folder(installed):
-    _, venv, work, env, version = installed
+    _, venv, work, env = installed
     curate = str(venv / "bin" / "curate")
     p = _sh([curate, "demo", "demo"], cwd=work, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert (work / "demo" / "recipes" / "demo.yaml").is_file() and (work / "demo" / "tokenizers").is_dir()
     assert _sh([curate, "demo", "demo"], cwd=work, env=env, timeout=120).returncode == 0   # again: a no-op
-    # the text demo: a base install has no torch for the multimodal one (test_missing_extra_is_named). On Ray
-    # under 3.12 (its workers import the installed wheel too); under the current Python in-process, since the
-    # rest of the suite runs Ray with this interpreter from the checkout
-    run = ["--executor", "ray", "--workers", "2"] if version == "3.12" else ["--executor", "local"]
-    p = _sh([curate, "run", "demo/recipes/text.yaml", "--out", "out", *run, "--quiet"], cwd=work, env=env,
-            timeout=1500)
+    # the text demo: a base install has no torch for the multimodal one (test_missing_extra_is_named)
+    p = _sh([curate, "run", "demo/recipes/text.yaml", "--out", "out", "--workers", "2", "--quiet"], cwd=work,
+            env=env, timeout=1500)
     assert p.returncode == 0, p.stderr[-3000:]
     for m in ("stage1", "cooldown", "long-context-4k"):
         assert (work / "out" / "manifests" / f"{m}.json").read_bytes() == \
@@ -148,7 +145,7 @@ def test_demo_runs_from_an_empty_folder(installed):
 
 
 def test_missing_extra_is_named(installed):
-    _, venv, work, env, _ = installed
+    _, venv, work, env = installed
     _sh([str(venv / "bin" / "curate"), "demo", "demo"], cwd=work, env=env, timeout=120)
     p = _sh([str(venv / "bin" / "curate"), "run", "demo/recipes/demo.yaml", "--out", "img"], cwd=work, env=env,
             timeout=300)
