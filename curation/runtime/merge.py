@@ -15,7 +15,6 @@ the same.
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +26,21 @@ from curation.core.vocab import Block
 from curation.recipe.output import MAX_PART_BYTES
 from curation.runtime.fanout import Spread, can_spread
 from curation.shards.counting import TokenCounter
-from curation.shards.merging import EMPTY_SHA256, PART, PartJob, index_sha256, plan_split, unsplit_digests, write_part
+from curation.shards.merging import PART, PartJob, plan_split, unsplit_digests, write_part, write_parts
 
 
-def merge_part(inputs: list[Path], counts: list[int], dtype: str, job: PartJob, layout: dict, whole=None) -> dict:
-    """Write one part and count its tokens by modality: (documents, counts, sha256 of its files)."""
-    counter = TokenCounter([Block(*b) for b in layout["blocks"]], layout["reserved"], f"{job.target}.bin")
-    hashes = write_part(inputs, counts, np.dtype(dtype), job, tokens=counter.add, whole=whole)
+def _counter(layout: dict, target: Path) -> TokenCounter:
+    return TokenCounter([Block(*b) for b in layout["blocks"]], layout["reserved"], f"{target}.bin")
+
+
+def _result(job: PartJob, counter: TokenCounter, hashes: dict) -> dict:
     return {"documents": job.docs[1] - job.docs[0], "counted": counter.result(job.target), "hashes": hashes}
+
+
+def merge_part(inputs: list[Path], counts: list[int], dtype: str, job: PartJob, layout: dict) -> dict:
+    """Write one part and count its tokens by modality (a task of its own): documents, counts, sha256 of its files."""
+    counter = _counter(layout, job.target)
+    return _result(job, counter, write_part(inputs, counts, np.dtype(dtype), job, tokens=counter.add))
 
 
 def _merge_set(inputs: list[Path], target: Path, limit: int, layout: dict) -> tuple[list[tuple[PartJob, dict]],
@@ -46,12 +52,14 @@ def _merge_set(inputs: list[Path], target: Path, limit: int, layout: dict) -> tu
         spread = Spread(merge_part, [(inputs, counts, dtype.str, job, layout) for job in jobs])
         whole = unsplit_digests(inputs)           # this task reads the set once more while the parts are written
         return list(zip(jobs, spread.results())), whole, True
-    whole_bin = hashlib.sha256() if len(jobs) > 1 else None   # one part: its own digest is the whole set's
-    done = [(job, merge_part(inputs, counts, dtype.str, job, layout, whole_bin)) for job in jobs]
-    if whole_bin is None:
-        hashes = done[0][1]["hashes"]
-        return done, (hashes.get(".bin", EMPTY_SHA256), hashes[".idx"]), False
-    return done, (whole_bin.hexdigest(), index_sha256(inputs)), False
+    counters: dict[Path, TokenCounter] = {}
+
+    def counter(p: Path):
+        counters[p] = _counter(layout, p)
+        return counters[p].add
+
+    hashes, whole = write_parts(inputs, counts, dtype, jobs, tokens=counter)
+    return [(job, _result(job, counters[job.target], h)) for job, h in zip(jobs, hashes)], whole, False
 
 
 def run_merge(out: Path, node: Node) -> dict:

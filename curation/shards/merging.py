@@ -79,6 +79,19 @@ def write_part(parts: list[Path], counts: list[int], dtype: np.dtype, job: PartJ
     return hashes
 
 
+def write_parts(parts: list[Path], counts: list[int], dtype: np.dtype, jobs: list[PartJob], *, chunk: int = CHUNK,
+                tokens=None) -> tuple[list[dict], tuple[str, str]]:
+    """Write the parts of `plan_split` here, one after the other: the sha256 of each part's files, and the
+    unsplit digests (`.bin`, `.idx`) fed by the same pass. `tokens(prefix)` gives the callable fed each block of
+    that part's ids."""
+    whole_bin = hashlib.sha256() if len(jobs) > 1 else None   # one part: its own digest is the whole set's
+    hashes = [write_part(parts, counts, dtype, job, chunk=chunk, tokens=tokens(job.target) if tokens else None,
+                         whole=whole_bin) for job in jobs]
+    if whole_bin is None:
+        return hashes, (hashes[0].get(".bin", EMPTY_SHA256), hashes[0][".idx"])
+    return hashes, (whole_bin.hexdigest(), index_sha256(parts, chunk))
+
+
 def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int = CHUNK, tokens=None,
                 whole: dict | None = None) -> list[tuple[Path, int, dict]]:
     """`merge` into parts of at most `max_bytes` of `.bin` each, cut between documents (a document larger than
@@ -89,18 +102,10 @@ def split_merge(parts: list[Path], prefix: Path, max_bytes: int, *, chunk: int =
     so what identifies the documents does not depend on the part size. The parts are written here, one after
     the other; `plan_split` and `write_part` let a caller spread them (`curation.runtime.merge`)."""
     dtype, counts, jobs = plan_split(parts, prefix, max_bytes, chunk)
-    whole_bin = hashlib.sha256() if len(jobs) > 1 else None   # one part: its own digest is the whole set's
-    written = []
-    for job in jobs:
-        hashes = write_part(parts, counts, dtype, job, chunk=chunk,
-                            tokens=tokens(job.target) if tokens else None, whole=whole_bin)
-        written.append((job.target, job.docs[1] - job.docs[0], hashes))
+    hashes, digests = write_parts(parts, counts, dtype, jobs, chunk=chunk, tokens=tokens)
     if whole is not None:
-        if whole_bin is None:
-            whole[".bin"], whole[".idx"] = written[0][2].get(".bin", EMPTY_SHA256), written[0][2][".idx"]
-        else:
-            whole[".bin"], whole[".idx"] = whole_bin.hexdigest(), index_sha256(parts, chunk)
-    return written
+        whole[".bin"], whole[".idx"] = digests
+    return [(job.target, job.docs[1] - job.docs[0], h) for job, h in zip(jobs, hashes)]
 
 
 def unsplit_digests(parts: list[Path], chunk: int = CHUNK) -> tuple[str, str]:

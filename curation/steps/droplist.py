@@ -29,20 +29,22 @@ IMAGE = "image"   # first element of the key of a per-image row in `read_drops`:
 def write_drops(path: Path, rows: list[tuple]) -> None:
     """(id, reason, detail) triples, or (id, reason, detail, image index) for one image of a record, in
     the order the phase found them."""
-    atomic_write_parquet(path, pa.table({"id": [r[0] for r in rows], "reason": [r[1] for r in rows],
-                                         "detail": [r[2] or "" for r in rows],
-                                         "image": [r[3] if len(r) > 3 else None for r in rows]}, schema=SCHEMA))
+    write_drop_columns(path, pa.array([r[0] for r in rows], pa.string()), pa.array([r[1] for r in rows], pa.string()),
+                       pa.array([r[2] for r in rows], pa.string()),
+                       pa.array([r[3] if len(r) > 3 else None for r in rows], pa.int32()))
 
 
-def write_drop_columns(path: Path, ids, reasons, details) -> None:
-    """`write_drops` of whole records from Arrow columns (no Python row per record): the ids, their reasons (a
-    column, or one string for all), the evidence of each (null is written as ""): the file `write_drops` writes
-    for the same rows."""
-    def column(values) -> pa.Array:
-        return pa.chunked_array(values).combine_chunks().cast(pa.string())
+def write_drop_columns(path: Path, ids, reasons, details, images=None) -> None:
+    """A drop list from Arrow columns (no Python row per record, as the dedup assemblies write them): the ids,
+    their reasons (a column, or one string for all), the evidence of each (null is written as ""), and the
+    image index of a row that removes one image (None: whole records)."""
+    def column(values, kind: pa.DataType) -> pa.Array:
+        return pa.chunked_array(values).combine_chunks().cast(kind)
     n = len(ids)
-    reason = pa.array([reasons] * n, pa.string()) if isinstance(reasons, str) else column(reasons)
-    columns = [column(ids), reason, pc.fill_null(column(details), ""), pa.nulls(n, pa.int32())]
+    text = pa.string()
+    reason = pa.array([reasons] * n, text) if isinstance(reasons, str) else column(reasons, text)
+    columns = [column(ids, text), reason, pc.fill_null(column(details, text), ""),
+               pa.nulls(n, pa.int32()) if images is None else column(images, pa.int32())]
     atomic_write_parquet(path, pa.Table.from_arrays(columns, schema=SCHEMA))
 
 
